@@ -1,0 +1,1 @@
+"""What every service shares: the error shape, the app factory, health and metrics."""

@@ -1,0 +1,145 @@
+"""The app factory every service uses: error shape, request ids, body limit, health, metrics."""
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rubricate.common.errors import ErrorResponse, error_json, install_error_handlers
+from rubricate.common.metrics import HTTP_LATENCY
+
+ReadinessCheck = Callable[[FastAPI], Awaitable[tuple[bool, str]]]
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+_UNMATCHED = "<unmatched>"
+
+
+class RequestContextMiddleware:
+    """Request ids (X-Request-ID in and out), the body-size limit and the latency histogram.
+
+    Plain ASGI rather than BaseHTTPMiddleware: it sits on the gateway's hot path.
+    """
+
+    def __init__(self, app: ASGIApp, *, service: str, max_body_bytes: int) -> None:
+        if max_body_bytes <= 0:
+            raise ValueError("max_body_bytes must be positive")
+        self.app = app
+        self.service = service
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        rid_raw = headers.get(b"x-request-id")
+        rid = rid_raw.decode("latin-1")[:128] if rid_raw else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        started = time.perf_counter()
+        status_holder = [500]
+        limit = self.max_body_bytes
+
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            await self._too_large(scope, receive, send, rid)
+            self._observe(scope, 413, started)
+            return
+
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise _BodyTooLarge
+            return message
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_holder[0] = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, send_with_id)
+        except _BodyTooLarge:
+            await self._too_large(scope, receive, send, rid)
+            status_holder[0] = 413
+        finally:
+            self._observe(scope, status_holder[0], started)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, rid: str) -> None:
+        request = Request(scope, receive)
+        response = error_json(
+            request,
+            413,
+            type="payload_too_large",
+            message=f"request body exceeds the limit of {self.max_body_bytes} bytes",
+        )
+        response.headers["x-request-id"] = rid
+        await response(scope, receive, send)
+
+    def _observe(self, scope: Scope, status: int, started: float) -> None:
+        route = scope.get("route")
+        template = getattr(route, "path", None) or _UNMATCHED
+        HTTP_LATENCY.labels(self.service, template, scope.get("method", ""), str(status)).observe(
+            time.perf_counter() - started
+        )
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (400, 404, 409, 413, 422, 429, 500, 502, 503)
+}
+
+
+def create_service_app(
+    *,
+    service: str,
+    title: str,
+    routers: Sequence[APIRouter],
+    lifespan: Lifespan | None = None,
+    readiness: Sequence[tuple[str, ReadinessCheck]] = (),
+    max_body_bytes: int = 8 * 1024 * 1024,
+) -> FastAPI:
+    app = FastAPI(title=title, lifespan=lifespan, responses=ERROR_RESPONSES)
+    install_error_handlers(app)
+    app.add_middleware(RequestContextMiddleware, service=service, max_body_bytes=max_body_bytes)
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok", "service": service}
+
+    @app.get("/readyz", tags=["ops"])
+    async def readyz(request: Request) -> JSONResponse:
+        checks: dict[str, str] = {}
+        ok = True
+        for name, check in readiness:
+            try:
+                passed, detail = await check(request.app)
+            except Exception as exc:  # a readiness probe reports, it never raises
+                passed, detail = False, f"{type(exc).__name__}: {exc}"
+            checks[name] = "ok" if passed else detail
+            ok = ok and passed
+        body = {"status": "ready" if ok else "not_ready", "service": service, "checks": checks}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @app.get("/metrics", tags=["ops"])
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    for router in routers:
+        app.include_router(router)
+    return app

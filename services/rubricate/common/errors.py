@@ -1,0 +1,140 @@
+"""One error shape for every HTTP service.
+
+{"error": {"type": "...", "message": "...", "field": "rollouts[1].trajectory" | null,
+           "details": [{"field": ..., "message": ...}], "request_id": "..."}}
+"""
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rubricate.core.errors import DomainError
+
+
+class ErrorDetail(BaseModel):
+    field: str | None = None
+    message: str
+
+
+class ErrorBody(BaseModel):
+    type: str
+    message: str
+    field: str | None = None
+    details: list[ErrorDetail] = []
+    request_id: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class ServiceError(Exception):
+    """An error a route raises on purpose, with its HTTP status and error type."""
+
+    def __init__(
+        self,
+        status_code: int,
+        message: str,
+        *,
+        type: str = "error",
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.type = type
+        self.field = field
+        self.headers = headers
+
+
+def field_path(loc: tuple[int | str, ...] | list[int | str]) -> str:
+    """('body', 'rollouts', 1, 'trajectory') -> 'rollouts[1].trajectory'."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _request_id(request: Request) -> str | None:
+    rid = getattr(request.state, "request_id", None)
+    return rid if isinstance(rid, str) else None
+
+
+def error_json(
+    request: Request,
+    status_code: int,
+    *,
+    type: str,
+    message: str,
+    field: str | None = None,
+    details: list[ErrorDetail] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = ErrorResponse(
+        error=ErrorBody(
+            type=type,
+            message=message,
+            field=field,
+            details=details or [],
+            request_id=_request_id(request),
+        )
+    )
+    return JSONResponse(body.model_dump(), status_code=status_code, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        details: list[ErrorDetail] = []
+        for err in exc.errors():
+            loc: Any = err.get("loc", ())
+            msg = str(err.get("msg", "invalid value"))
+            details.append(ErrorDetail(field=field_path(tuple(loc)) or None, message=msg))
+        first = details[0] if details else ErrorDetail(message="invalid request")
+        message = f"{first.field}: {first.message}" if first.field else first.message
+        return error_json(
+            request,
+            422,
+            type="validation_error",
+            message=message,
+            field=first.field,
+            details=details,
+        )
+
+    @app.exception_handler(DomainError)
+    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
+        message = f"{exc.field}: {exc.message}" if exc.field else exc.message
+        return error_json(request, 422, type="validation_error", message=message, field=exc.field)
+
+    @app.exception_handler(ServiceError)
+    async def _service(request: Request, exc: ServiceError) -> JSONResponse:
+        return error_json(
+            request,
+            exc.status_code,
+            type=exc.type,
+            message=exc.message,
+            field=exc.field,
+            headers=exc.headers,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_json(request, exc.status_code, type=kind, message=str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
+        return error_json(
+            request, 500, type="internal_error", message=f"{type(exc).__name__}: {exc}"
+        )

@@ -1,0 +1,1 @@
+"""Pure domain logic: no I/O, no web, database or network imports."""

@@ -1,0 +1,38 @@
+"""Paper defaults, in one place, each with the section it comes from.
+
+Every value here is a default: requests and settings can override it.
+"""
+
+from typing import Final
+
+# RubricEM §3.3: K = 4 semantic stages, in causal order.
+STAGES: Final = ("plan", "research", "review", "answer")
+N_STAGES: Final = len(STAGES)
+
+# RubricEM App. C.3: rubric scores are 0/1/2 (absent / partial / full).
+SCORE_MIN: Final = 0
+SCORE_MAX: Final = 2
+
+# RubricEM App. C.2: rubric weights 1 = minor, 2 = important, 3 = critical.
+WEIGHT_MIN: Final = 1
+WEIGHT_MAX: Final = 3
+
+# RubricEM App. C.4: per-stage caps on active (judge-generated) rubrics.
+ACTIVE_CAPS: Final = {"plan": 3, "research": 2, "review": 2, "answer": 3}
+
+# RubricEM App. C.2: target counts of new rubrics per stage (targets, not quotas).
+GENERATION_TARGETS: Final = {"plan": (1, 4), "research": (1, 4), "review": (1, 4), "answer": (2, 5)}
+
+# DESIGN.md "Key behaviours": the default causal stage-dependence matrix Λ (RubricEM §3.3).
+DEFAULT_LAMBDA: Final = (
+    (1.0, 0.4, 0.6, 0.8),
+    (0.0, 1.0, 0.4, 0.8),
+    (0.0, 0.0, 1.0, 0.8),
+    (0.0, 0.0, 0.0, 1.0),
+)
+
+# RubricEM §3.3: ε in the per-stage group normalization of returns.
+ADVANTAGE_EPS: Final = 1e-6
+
+# RubricEM App. C.4: exponential-backoff retries on judge calls (up to 5 retries).
+JUDGE_MAX_RETRIES: Final = 5

@@ -1,0 +1,87 @@
+"""Rubrics and judgments as validated data (RubricEM App. C.1–C.3)."""
+
+import hashlib
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from rubricate.core.constants import SCORE_MAX, SCORE_MIN, WEIGHT_MAX, WEIGHT_MIN
+from rubricate.core.normalize import normalize_question
+
+Stage = Literal["plan", "research", "review", "answer"]
+Polarity = Literal["positive", "negative"]
+Origin = Literal["persistent", "active"]
+
+Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
+Description = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)
+]
+
+
+class RubricSpec(BaseModel):
+    """A criterion as a user supplies it or a generator proposes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: Title
+    """Short name of the criterion."""
+    description: Description
+    """What the scorer checks; the sole scoring criterion."""
+    weight: int = Field(default=2, ge=WEIGHT_MIN, le=WEIGHT_MAX)
+    """1 = minor, 2 = important, 3 = critical."""
+    polarity: Polarity = "positive"
+    """Positive rubrics reward a quality; negative rubrics describe a flaw."""
+
+
+class Rubric(RubricSpec):
+    """A criterion in a question's buffer."""
+
+    id: str
+    """Stable id: derived from stage, polarity, title and description."""
+    stage: Stage
+    origin: Origin
+    """`persistent` (from the dataset, never pruned) or `active` (judge-generated)."""
+    created_step: int | None = None
+    """Training step at which it entered the buffer, when the trainer sent one."""
+    variance: float | None = None
+    """Score variance across the last group that was scored on it (its discrimination)."""
+
+
+class Judgment(BaseModel):
+    """One rubric scored on one trajectory."""
+
+    rubric_id: str
+    stage: Stage
+    score: int = Field(ge=SCORE_MIN, le=SCORE_MAX)
+    justification: str = ""
+
+
+def rubric_id(*, stage: Stage, spec: RubricSpec) -> str:
+    """Content-derived id, so the same criterion proposed twice is stored once."""
+    key = "\x1f".join(
+        (
+            stage,
+            spec.polarity,
+            normalize_question(spec.title),
+            normalize_question(spec.description),
+        )
+    )
+    return "r_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def make_rubric(
+    *, stage: Stage, spec: RubricSpec, origin: Origin, step: int | None = None
+) -> Rubric:
+    return Rubric(
+        id=rubric_id(stage=stage, spec=spec),
+        stage=stage,
+        origin=origin,
+        created_step=step,
+        **spec.model_dump(),
+    )
+
+
+def contribution(*, score: int, polarity: Polarity) -> float:
+    """A 0/1/2 score mapped to [0, 1]; negative rubrics are inverted (0 = flaw avoided)."""
+    value = score if polarity == "positive" else SCORE_MAX - score
+    return value / SCORE_MAX

@@ -1,0 +1,108 @@
+"""Group scoring: judgments → stage scores R, returns G and advantages A (RubricEM §3.3, C.3).
+
+Rules this module fixes (documented in docs/gateway.md):
+- R[i][k] is the weight-averaged contribution of the stage-k rubrics, negatives inverted.
+- A stage missing from a rollout scores `missing_stage_score` (default 0: the scaffold step
+  was not performed); the judge is not asked about it.
+- A stage with no rubric in the set scores 0 for every rollout. A constant column does not
+  move any advantage; the stage is reported in `unscored_stages`.
+- A rollout whose stagewise scoring failed but whose answer-stage fallback succeeded gets its
+  answer score broadcast to all stages (terminal reward for that rollout), flagged.
+- A rollout with no score at all is left out of the normalization and has no advantages.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rubricate.core.buffer import variance
+from rubricate.core.constants import STAGES
+from rubricate.core.rubrics import Judgment, Rubric, Stage, contribution
+from rubricate.core.ssgrpo import Mode, group_advantages, stage_returns
+
+Outcome = Literal["full", "answer_only", "failed"]
+
+
+@dataclass(frozen=True)
+class RolloutJudgments:
+    missing: Sequence[Stage]
+    judgments: Sequence[Judgment]
+    outcome: Outcome = "full"
+
+
+@dataclass
+class RolloutScores:
+    scores: dict[Stage, float] | None
+    returns: dict[Stage, float] | None = None
+    advantages: dict[Stage, float] | None = None
+
+
+@dataclass
+class GroupScores:
+    rollouts: list[RolloutScores]
+    variances: dict[str, float] = field(default_factory=dict)
+    unscored_stages: list[Stage] = field(default_factory=list)
+
+
+def stage_score(
+    rubrics: Sequence[Rubric], judgments: Mapping[str, Judgment], *, stage: Stage
+) -> float | None:
+    """Weighted mean of contributions of the stage's rubrics; None if the stage has none."""
+    total = 0.0
+    weight = 0
+    for rubric in rubrics:
+        if rubric.stage != stage:
+            continue
+        judgment = judgments.get(rubric.id)
+        if judgment is None:
+            raise ValueError(f"no judgment for rubric {rubric.id}")
+        total += rubric.weight * contribution(score=judgment.score, polarity=rubric.polarity)
+        weight += rubric.weight
+    return None if weight == 0 else total / weight
+
+
+def score_group(
+    rubrics: Sequence[Rubric],
+    rollouts: Sequence[RolloutJudgments],
+    *,
+    lam: Sequence[Sequence[float]] | None = None,
+    mode: Mode = "stagewise",
+    missing_stage_score: float = 0.0,
+) -> GroupScores:
+    stages_with_rubrics = {r.stage for r in rubrics}
+    unscored: list[Stage] = [s for s in STAGES if s not in stages_with_rubrics]
+    per_rollout: list[RolloutScores] = []
+    samples: dict[str, list[float]] = {r.id: [] for r in rubrics}
+    by_id = {r.id: r for r in rubrics}
+
+    for rollout in rollouts:
+        if rollout.outcome == "failed":
+            per_rollout.append(RolloutScores(scores=None))
+            continue
+        judged = {j.rubric_id: j for j in rollout.judgments}
+        for rid, j in judged.items():
+            rubric = by_id.get(rid)
+            if rubric is not None:
+                samples[rid].append(contribution(score=j.score, polarity=rubric.polarity))
+        scores: dict[Stage, float] = {}
+        active_stages: Sequence[Stage] = ("answer",) if rollout.outcome == "answer_only" else STAGES
+        for stage in active_stages:
+            if stage in rollout.missing:
+                scores[stage] = missing_stage_score
+                continue
+            value = stage_score(rubrics, judged, stage=stage)
+            scores[stage] = 0.0 if value is None else value
+        if rollout.outcome == "answer_only":
+            scores = {s: scores["answer"] for s in STAGES}
+        per_rollout.append(RolloutScores(scores=scores))
+
+    scored = [r for r in per_rollout if r.scores is not None]
+    matrix = [[r.scores[s] for s in STAGES] for r in scored if r.scores is not None]
+    returns = stage_returns(matrix, lam=lam, mode=mode)
+    advantages = group_advantages(returns)
+    for r, g, a in zip(scored, returns, advantages, strict=True):
+        r.returns = dict(zip(STAGES, g, strict=True))
+        r.advantages = dict(zip(STAGES, a, strict=True))
+
+    variances = {rid: variance(vals) for rid, vals in samples.items() if len(vals) >= 2}
+    return GroupScores(rollouts=per_rollout, variances=variances, unscored_stages=unscored)

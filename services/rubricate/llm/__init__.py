@@ -1,0 +1,1 @@
+"""The LLM layer: one `LLMBackend` interface, its backends, structured output, task prompts."""

@@ -1,0 +1,70 @@
+"""The `LLMBackend` interface every model server and task is written against."""
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    top_p: float = 1.0
+    seed: int | None = 0
+    json_schema: dict[str, Any] | None = None
+    """When set, the backend constrains (or asks for) JSON matching this schema."""
+    schema_name: str = "output"
+    stop: tuple[str, ...] = ()
+    logprobs: int | None = None
+    """When set, ask for the top-N token log-probabilities of each generated token."""
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token: str
+    logprob: float
+    top: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    model: str
+    backend: str
+    finish_reason: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+class LLMBackend(ABC):
+    """A chat model. Implementations: embedded (llama.cpp), openai (HTTP), vllm (in process).
+
+    `complete` raises `rubricate.llm.errors.TransportError` for failures worth retrying
+    (connection, timeout, 5xx, 429) and `BackendRequestError` for ones that are not.
+    """
+
+    name: str
+    model: str
+
+    @abstractmethod
+    async def complete(
+        self, messages: Sequence[Message], params: GenerationParams
+    ) -> Completion: ...
+
+    async def ready(self) -> bool:
+        """True when the backend can take requests now."""
+        return True
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (HTTP pools, model memory)."""

@@ -1,0 +1,31 @@
+"""Error kinds of the LLM layer, so callers retry the right ones."""
+
+from rubricate.llm.usage import Usage
+
+
+class LLMError(Exception):
+    """Base of every LLM-layer failure. `usage` records what was spent before it failed."""
+
+    def __init__(self, message: str, *, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage if usage is not None else Usage()
+
+
+class TransportError(LLMError):
+    """Infrastructure failure: connection refused, timeout, 5xx, 429. Retryable."""
+
+
+class BackendRequestError(LLMError):
+    """The backend rejected the request (4xx other than 429, prompt too long). Not retryable."""
+
+
+class OutputParseError(LLMError):
+    """The model's output did not parse or validate, even after the repair retry."""
+
+    def __init__(self, message: str, *, raw: str, usage: Usage | None = None) -> None:
+        super().__init__(message, usage=usage)
+        self.raw = raw
+
+
+class ModelFileError(LLMError):
+    """The embedded model's weights are missing, incomplete or fail their checksum."""
