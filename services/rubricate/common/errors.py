@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from rubricate.common.schemas import UsageOut
 from rubricate.core.errors import DomainError
 
 
@@ -26,6 +27,8 @@ class ErrorBody(BaseModel):
     field: str | None = None
     details: list[ErrorDetail] = []
     request_id: str | None = None
+    usage: UsageOut | None = None
+    """LLM work spent before the failure, for errors raised by model servers."""
 
 
 class ErrorResponse(BaseModel):
@@ -43,8 +46,10 @@ class ServiceError(Exception):
         type: str = "error",
         field: str | None = None,
         headers: dict[str, str] | None = None,
+        usage: UsageOut | None = None,
     ) -> None:
         super().__init__(message)
+        self.usage = usage
         self.status_code = status_code
         self.message = message
         self.type = type
@@ -80,6 +85,7 @@ def error_json(
     field: str | None = None,
     details: list[ErrorDetail] | None = None,
     headers: dict[str, str] | None = None,
+    usage: UsageOut | None = None,
 ) -> JSONResponse:
     body = ErrorResponse(
         error=ErrorBody(
@@ -88,9 +94,10 @@ def error_json(
             field=field,
             details=details or [],
             request_id=_request_id(request),
+            usage=usage,
         )
     )
-    return JSONResponse(body.model_dump(), status_code=status_code, headers=headers)
+    return JSONResponse(body.model_dump(exclude_none=False), status_code=status_code, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -126,6 +133,7 @@ def install_error_handlers(app: FastAPI) -> None:
             message=exc.message,
             field=exc.field,
             headers=exc.headers,
+            usage=exc.usage,
         )
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,0 +1,108 @@
+"""The `rubricate` command: serve services, run the demo, migrate, prepare the model."""
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+SERVICES = ("gateway", "rubric-generator", "verifier", "store", "all")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from rubricate.embedded import DEFAULT_PORTS, EmbeddedPlatform
+
+    if args.service == "all":
+
+        async def run_all() -> None:
+            ports = dict(DEFAULT_PORTS)
+            if args.port:
+                ports = {name: args.port + offset for name, offset in
+                         (("gateway", 0), ("rubric-generator", 1), ("verifier", 2), ("store", 3))}
+            async with EmbeddedPlatform(data_dir=Path(args.data_dir), host=args.host, ports=ports):
+                print(f"rubricate: embedded platform on http://{args.host}:{ports['gateway']}"
+                      " (gateway). Ctrl-C to stop.", flush=True)
+                await asyncio.Event().wait()
+
+        try:
+            asyncio.run(run_all())
+        except KeyboardInterrupt:
+            pass
+        return 0
+
+    factory = {
+        "gateway": "rubricate.gateway.app:create_app",
+        "rubric-generator": "rubricate.rubric_generator.app:create_app",
+        "verifier": "rubricate.verifier.app:create_app",
+        "store": "rubricate.store.app:create_app",
+    }[args.service]
+    port = args.port or DEFAULT_PORTS[args.service]
+    uvicorn.run(factory, factory=True, host=args.host, port=port, log_level="info")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from rubricate.demo import run_demo
+
+    return run_demo(data_dir=Path(args.data_dir) if args.data_dir else None)
+
+
+def _migrate(_: argparse.Namespace) -> int:
+    from rubricate.store.migrate import upgrade_to_head
+    from rubricate.store.settings import StoreSettings
+
+    settings = StoreSettings()
+    upgrade_to_head(settings.database_url)
+    print("rubricate: database migrated to head")
+    return 0
+
+
+def _model(_: argparse.Namespace) -> int:
+    from rubricate.llm.model_files import resolve_model_path
+    from rubricate.llm.settings import LLMSettings
+
+    print(resolve_model_path(LLMSettings()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rubricate", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run one service, or all of them embedded")
+    serve.add_argument("service", choices=SERVICES)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="default: the service's own port")
+    serve.add_argument("--data-dir", default="var", help="embedded mode's SQLite and caches")
+    serve.set_defaults(func=_serve)
+
+    demo = sub.add_parser("demo", help="score a bundled rollout group on the embedded model")
+    demo.add_argument("--data-dir", default=None, help="default: a fresh temporary directory")
+    demo.set_defaults(func=_demo)
+
+    store = sub.add_parser("store", help="store maintenance")
+    store_sub = store.add_subparsers(dest="store_command", required=True)
+    store_sub.add_parser("migrate", help="run database migrations to head").set_defaults(
+        func=_migrate
+    )
+
+    model = sub.add_parser("model", help="embedded model files")
+    model_sub = model.add_subparsers(dest="model_command", required=True)
+    model_sub.add_parser("ensure", help="join and verify the embedded model").set_defaults(
+        func=_model
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

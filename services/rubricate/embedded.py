@@ -1,0 +1,131 @@
+"""Embedded mode: every service in one process on localhost, the model loaded once.
+
+SQLite instead of PostgreSQL, an in-process cache instead of Redis, the embedded CPU model
+(or whatever `RUBRICATE_LLM_*` selects). The services still talk HTTP to each other, exactly
+as in production.
+"""
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import uvicorn
+from fastapi import FastAPI
+
+from rubricate.common.model_server import TaskSettings
+from rubricate.gateway.app import create_app as create_gateway
+from rubricate.gateway.settings import GatewaySettings
+from rubricate.llm.base import LLMBackend
+from rubricate.llm.factory import build_backend
+from rubricate.llm.settings import LLMSettings
+from rubricate.rubric_generator.app import create_app as create_generator
+from rubricate.store.app import create_app as create_store
+from rubricate.store.settings import StoreSettings
+from rubricate.verifier.app import create_app as create_verifier
+
+log = logging.getLogger("rubricate.embedded")
+
+SERVICES = ("store", "rubric-generator", "verifier", "gateway")
+DEFAULT_PORTS = {"gateway": 8000, "rubric-generator": 8001, "verifier": 8002, "store": 8003}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class EmbeddedPlatform:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    ports: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
+    """Port per service; 0 picks a free one."""
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    tasks: TaskSettings = field(default_factory=TaskSettings)
+    gateway: GatewaySettings | None = None
+    backend: LLMBackend | None = None
+    """Inject a backend (shared by both model servers); default: built from `llm`."""
+    urls: dict[str, str] = field(default_factory=dict)
+    _servers: list[tuple[uvicorn.Server, "asyncio.Task[None]"]] = field(default_factory=list)
+    _owns_backend: bool = False
+
+    async def start(self) -> None:
+        if self.host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning("embedded.open_network host=%s: embedded mode has no auth", self.host)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.backend is None:
+            self.backend = await asyncio.to_thread(build_backend, self.llm)
+            self._owns_backend = True
+        self.urls = {}
+        for name in SERVICES:
+            port = self.ports.get(name, 0) or free_port(self.host)
+            self.urls[name] = f"http://{self.host}:{port}"
+        store_settings = StoreSettings(
+            database_url=f"sqlite:///{self.data_dir / 'rubricate.db'}",
+            redis_url=None,
+            data_dir=self.data_dir,
+        )
+        gateway_settings = (self.gateway or GatewaySettings()).model_copy(
+            update={
+                "rubric_generator_url": self.urls["rubric-generator"],
+                "verifier_url": self.urls["verifier"],
+                "store_url": self.urls["store"],
+            }
+        )
+        apps: dict[str, FastAPI] = {
+            "store": create_store(store_settings),
+            "rubric-generator": create_generator(
+                llm=self.llm, tasks=self.tasks, backend=self.backend
+            ),
+            "verifier": create_verifier(llm=self.llm, tasks=self.tasks, backend=self.backend),
+            "gateway": create_gateway(gateway_settings),
+        }
+        for name in SERVICES:
+            await self._serve(name, apps[name])
+
+    async def _serve(self, name: str, app: FastAPI) -> None:
+        port = int(self.urls[name].rsplit(":", 1)[1])
+        config = uvicorn.Config(
+            app, host=self.host, port=port, log_level="warning", lifespan="on", access_log=False
+        )
+        server = uvicorn.Server(config)
+        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        task = asyncio.create_task(server.serve(), name=f"serve-{name}")
+        self._servers.append((server, task))
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError(f"{name} stopped during start-up")
+            await asyncio.sleep(0.02)
+        log.info("embedded.started service=%s url=%s", name, self.urls[name])
+
+    async def stop(self) -> None:
+        for server, _ in reversed(self._servers):
+            server.should_exit = True
+        for _, task in reversed(self._servers):
+            await task
+        self._servers.clear()
+        if self._owns_backend and self.backend is not None:
+            await self.backend.aclose()
+            self.backend = None
+
+    async def __aenter__(self) -> "EmbeddedPlatform":
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,1 @@
+"""The gateway: the public API trainers call, and the orchestration of scoring requests."""

@@ -1,0 +1,59 @@
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI
+
+from rubricate.common.app import create_service_app
+from rubricate.gateway.clients import ServiceClient
+from rubricate.gateway.routes import router
+from rubricate.gateway.settings import GatewaySettings
+from rubricate.gateway.stagewise import StagewiseService, Upstreams
+
+
+def build_upstreams(
+    settings: GatewaySettings, *, transport: httpx.AsyncBaseTransport | None = None
+) -> Upstreams:
+    def client(service: str, url: str, timeout: float) -> ServiceClient:
+        return ServiceClient(
+            service=service,
+            base_url=url,
+            timeout_s=timeout,
+            retries=settings.upstream_retries,
+            transport=transport,
+        )
+
+    return Upstreams(
+        generator=client("rubric-generator", settings.rubric_generator_url, settings.model_timeout_s),
+        verifier=client("verifier", settings.verifier_url, settings.model_timeout_s),
+        store=client("store", settings.store_url, settings.store_timeout_s),
+    )
+
+
+async def _upstreams_ready(app: FastAPI) -> tuple[bool, str]:
+    up: Upstreams = app.state.stagewise.up
+    found = [await c.problem() for c in (up.generator, up.verifier, up.store)]
+    problems = [p for p in found if p]
+    return not problems, "; ".join(problems) or "ok"
+
+
+def create_app(settings: GatewaySettings | None = None) -> FastAPI:
+    cfg = settings or GatewaySettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        upstreams = build_upstreams(cfg)
+        app.state.stagewise = StagewiseService(upstreams=upstreams, settings=cfg)
+        try:
+            yield
+        finally:
+            await upstreams.aclose()
+
+    return create_service_app(
+        service="gateway",
+        title="Rubricate gateway",
+        routers=[router],
+        lifespan=lifespan,
+        readiness=[("upstreams", _upstreams_ready)],
+        max_body_bytes=cfg.max_body_bytes,
+    )

@@ -1,0 +1,125 @@
+"""The gateway's public wire models (HTTP; gRPC mirrors them)."""
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from rubricate.common.schemas import UsageOut
+from rubricate.core.rubrics import Judgment, Origin, Polarity, RubricSpec, Stage
+
+QuestionId = Annotated[
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")
+]
+StageMap = dict[Stage, float]
+
+
+class Rollout(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256)
+    trajectory: str = Field(min_length=1)
+    """The full Plan/Research/Review/Answer trajectory as decoded text."""
+
+    @field_validator("trajectory")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("trajectory must not be empty or whitespace")
+        return value
+
+
+class StagewiseScoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    question: str = Field(min_length=1, max_length=20_000)
+    question_id: QuestionId | None = None
+    """Buffer key. Default: sha256 of the normalized question."""
+    rollouts: list[Rollout] = Field(min_length=1)
+    """The group: n rollouts of the same question."""
+    persistent_rubrics: list[RubricSpec] = Field(default_factory=list, max_length=50)
+    """Dataset rubrics for the answer stage; stored once, never pruned."""
+    lambda_: list[list[float]] | None = Field(default=None, alias="lambda")
+    """The 4×4 causal stage-dependence matrix Λ (default: RubricEM's)."""
+    mode: Literal["stagewise", "terminal"] = "stagewise"
+    """`terminal` broadcasts the answer score to every stage (plain GRPO)."""
+    evolve: bool = True
+    """Generate new rubrics for this group and prune the buffer afterwards."""
+    step: int | None = Field(default=None, ge=0)
+    """The trainer's step, recorded on new rubrics."""
+    caps: dict[Stage, Annotated[int, Field(ge=0, le=50)]] | None = None
+    """Override of the per-stage caps on active rubrics (default 3, 2, 2, 3)."""
+    missing_stage_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    """R given to a stage that a rollout lacks."""
+
+
+class Fallback(BaseModel):
+    kind: Literal["answer_only", "unscored"]
+    """`answer_only`: stagewise scoring failed; the answer score is broadcast to all
+    stages. `unscored`: no score could be obtained; the rollout is left out."""
+    reason: str
+
+
+class RolloutResult(BaseModel):
+    id: str
+    spans: dict[Stage, tuple[int, int] | None]
+    """Stage → [start, end) character offsets into the trajectory, or null if missing."""
+    missing_stages: list[Stage]
+    scores: StageMap | None
+    returns: StageMap | None
+    advantages: StageMap | None
+    judgments: list[Judgment]
+    fallback: Fallback | None = None
+
+
+class RubricOut(BaseModel):
+    id: str
+    stage: Stage
+    title: str
+    description: str
+    weight: int
+    polarity: Polarity
+    origin: Origin
+
+
+class GenerationInfo(BaseModel):
+    status: Literal["ok", "skipped", "failed"]
+    """`failed` means no new rubrics this round (scoring went on with the buffer)."""
+    new_rubric_ids: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+
+class Timing(BaseModel):
+    total_s: float
+    upstream_s: float
+    """Wall time spent waiting on the model servers and the store."""
+    overhead_s: float
+    """The gateway's own time: total minus upstream waits."""
+
+
+class StagewiseScoreResponse(BaseModel):
+    question_id: str
+    mode: Literal["stagewise", "terminal"]
+    lambda_: list[list[float]] = Field(serialization_alias="lambda")
+    rollouts: list[RolloutResult]
+    rubrics: dict[Stage, list[RubricOut]]
+    """The rubric set the group was scored on, per stage."""
+    pruned: list[str]
+    generation: GenerationInfo
+    unscored_stages: list[Stage]
+    """Stages with no rubric in the set: scored 0 for every rollout (no effect on A)."""
+    usage: UsageOut
+    timing: Timing
+
+
+class AdvantagesRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    scores: list[list[float]] = Field(min_length=1, max_length=4096)
+    """n×4 stage scores in [0, 1], columns plan, research, review, answer."""
+    lambda_: list[list[float]] | None = Field(default=None, alias="lambda")
+    mode: Literal["stagewise", "terminal"] = "stagewise"
+
+
+class AdvantagesResponse(BaseModel):
+    returns: list[list[float]]
+    advantages: list[list[float]]

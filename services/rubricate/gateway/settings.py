@@ -1,0 +1,22 @@
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class GatewaySettings(BaseSettings):
+    """Gateway settings (env prefix RUBRICATE_GATEWAY_)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUBRICATE_GATEWAY_", extra="ignore")
+
+    rubric_generator_url: str = "http://127.0.0.1:8001"
+    verifier_url: str = "http://127.0.0.1:8002"
+    store_url: str = "http://127.0.0.1:8003"
+    model_timeout_s: float = Field(default=900.0, gt=0)
+    """Timeout of one call to a model server (a CPU model can take minutes)."""
+    store_timeout_s: float = Field(default=30.0, gt=0)
+    upstream_retries: int = Field(default=2, ge=0, le=10)
+    """Retries of an upstream call on connection errors and 503, with exponential backoff."""
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    max_rollouts: int = Field(default=64, ge=1)
+    max_trajectory_chars: int = Field(default=400_000, ge=1)
+    scoring_concurrency: int = Field(default=16, ge=1)
+    """Scoring calls in flight per request (one call per rollout)."""

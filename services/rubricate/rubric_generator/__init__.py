@@ -1,0 +1,1 @@
+"""The rubric-generator model server: generation tasks (stage rubrics for a rollout group)."""

@@ -1,0 +1,75 @@
+"""Stage-rubric generation: one structured LLM call per rollout group."""
+
+import logging
+import time
+
+from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
+from rubricate.common.model_server import TaskSettings
+from rubricate.common.schemas import UsageOut
+from rubricate.llm.base import GenerationParams, LLMBackend
+from rubricate.llm.settings import LLMSettings
+from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.tasks import stage_rubrics
+from rubricate.llm.usage import Usage
+from rubricate.rubric_generator.schemas import StageRubricsRequest, StageRubricsResponse
+
+log = logging.getLogger("rubricate.rubric_generator")
+
+TASK = "stage_rubric_generation"
+
+
+class RubricGeneratorService:
+    def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
+        self.backend = backend
+        self.tasks = tasks
+        self.llm = llm
+        self._schema = json_schema_for(stage_rubrics.GeneratedRubrics)
+
+    async def stage_rubrics(self, request: StageRubricsRequest) -> StageRubricsResponse:
+        messages = stage_rubrics.build_messages(
+            question=request.question,
+            trajectories=[
+                stage_rubrics.GroupTrajectory(id=t.id, stages=t.stages)
+                for t in request.trajectories
+            ],
+            existing=request.existing,
+            max_chars_per_stage=self.tasks.max_chars_per_stage,
+        )
+        params = GenerationParams(
+            temperature=self.tasks.generation_temperature,
+            max_tokens=self.tasks.generation_max_tokens,
+            json_schema=self._schema,
+            schema_name="stage_rubrics",
+        )
+        usage = Usage()
+        started = time.perf_counter()
+        try:
+            output = await complete_structured(
+                self.backend,
+                messages,
+                output=stage_rubrics.GeneratedRubrics,
+                params=params,
+                usage=usage,
+                task=TASK,
+                max_retries=self.llm.max_retries,
+                backoff_base_s=self.llm.backoff_base_s,
+                backoff_max_s=self.llm.backoff_max_s,
+            )
+        finally:
+            elapsed = time.perf_counter() - started
+            JUDGE_LATENCY.labels(TASK, "all", self.backend.name).observe(elapsed)
+            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
+            LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
+        specs = output.specs()
+        log.info(
+            "rubrics.generated trajectories=%d new=%d seconds=%.1f",
+            len(request.trajectories),
+            sum(len(v) for v in specs.values()),
+            elapsed,
+        )
+        return StageRubricsResponse(
+            rubrics=specs,
+            usage=UsageOut.of(usage),
+            model=self.backend.model,
+            backend=self.backend.name,
+        )

@@ -1,0 +1,1 @@
+"""The verifier model server: judging tasks (stage rubric scores)."""

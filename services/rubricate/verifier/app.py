@@ -1,0 +1,23 @@
+from fastapi import FastAPI
+
+from rubricate.common.model_server import TaskSettings, create_model_server_app
+from rubricate.llm.base import LLMBackend
+from rubricate.llm.settings import LLMSettings
+from rubricate.verifier.routes import router
+from rubricate.verifier.service import VerifierService
+
+
+def create_app(
+    *,
+    llm: LLMSettings | None = None,
+    tasks: TaskSettings | None = None,
+    backend: LLMBackend | None = None,
+) -> FastAPI:
+    return create_model_server_app(
+        service="verifier",
+        router=router,
+        service_factory=lambda b, t, s: VerifierService(backend=b, tasks=t, llm=s),
+        llm=llm,
+        tasks=tasks,
+        backend=backend,
+    )

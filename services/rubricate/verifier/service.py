@@ -1,0 +1,69 @@
+"""Stagewise scoring: one structured LLM call per trajectory."""
+
+import logging
+import time
+
+from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
+from rubricate.common.model_server import TaskSettings
+from rubricate.common.schemas import UsageOut
+from rubricate.llm.base import GenerationParams, LLMBackend
+from rubricate.llm.settings import LLMSettings
+from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.tasks import stage_scoring
+from rubricate.llm.usage import Usage
+from rubricate.verifier.schemas import StageScoresRequest, StageScoresResponse
+
+log = logging.getLogger("rubricate.verifier")
+
+TASK = "stage_scoring"
+
+
+class VerifierService:
+    def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
+        self.backend = backend
+        self.tasks = tasks
+        self.llm = llm
+        self._schema = json_schema_for(stage_scoring.ScoreSheet)
+
+    async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
+        rubrics = request.rubrics
+        messages = stage_scoring.build_messages(
+            question=request.question,
+            stages=request.stages,
+            rubrics=rubrics,
+            max_chars_per_stage=self.tasks.max_chars_per_stage,
+        )
+        params = GenerationParams(
+            temperature=self.tasks.scoring_temperature,
+            max_tokens=self.tasks.scoring_max_tokens,
+            json_schema=self._schema,
+            schema_name="score_sheet",
+        )
+        usage = Usage()
+        stage_label = rubrics[0].stage if len({r.stage for r in rubrics}) == 1 else "all"
+        started = time.perf_counter()
+        try:
+            sheet = await complete_structured(
+                self.backend,
+                messages,
+                output=stage_scoring.ScoreSheet,
+                params=params,
+                usage=usage,
+                task=TASK,
+                validate=lambda s: stage_scoring.check_sheet(s, n_rubrics=len(rubrics)),
+                max_retries=self.llm.max_retries,
+                backoff_base_s=self.llm.backoff_base_s,
+                backoff_max_s=self.llm.backoff_max_s,
+            )
+        finally:
+            elapsed = time.perf_counter() - started
+            JUDGE_LATENCY.labels(TASK, stage_label, self.backend.name).observe(elapsed)
+            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
+            LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
+        log.info("stages.scored rubrics=%d seconds=%.1f", len(rubrics), elapsed)
+        return StageScoresResponse(
+            judgments=stage_scoring.to_judgments(sheet, rubrics),
+            usage=UsageOut.of(usage),
+            model=self.backend.model,
+            backend=self.backend.name,
+        )
