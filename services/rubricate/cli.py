@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -20,17 +21,25 @@ def _serve(args: argparse.Namespace) -> int:
         async def run_all() -> None:
             ports = dict(DEFAULT_PORTS)
             if args.port:
-                ports = {name: args.port + offset for name, offset in
-                         (("gateway", 0), ("rubric-generator", 1), ("verifier", 2), ("store", 3))}
+                ports = {
+                    name: args.port + offset
+                    for name, offset in (
+                        ("gateway", 0),
+                        ("rubric-generator", 1),
+                        ("verifier", 2),
+                        ("store", 3),
+                    )
+                }
             async with EmbeddedPlatform(data_dir=Path(args.data_dir), host=args.host, ports=ports):
-                print(f"rubricate: embedded platform on http://{args.host}:{ports['gateway']}"
-                      " (gateway). Ctrl-C to stop.", flush=True)
+                print(
+                    f"rubricate: embedded platform on http://{args.host}:{ports['gateway']}"
+                    " (gateway). Ctrl-C to stop.",
+                    flush=True,
+                )
                 await asyncio.Event().wait()
 
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run_all())
-        except KeyboardInterrupt:
-            pass
         return 0
 
     factory = {

@@ -49,12 +49,14 @@ async def _run(data_dir: Path) -> int:
     group = load_example()
     started = time.perf_counter()
     with console.status("Loading the embedded model and starting the services…"):
-        platform = EmbeddedPlatform(data_dir=data_dir, ports=dict.fromkeys(
-            ("gateway", "rubric-generator", "verifier", "store"), 0))
+        platform = EmbeddedPlatform(
+            data_dir=data_dir,
+            ports=dict.fromkeys(("gateway", "rubric-generator", "verifier", "store"), 0),
+        )
         await platform.start()
     console.print(
         f"[green]✓[/] platform up in {time.perf_counter() - started:.1f}s "
-        f"(gateway {platform.urls['gateway']}, model {platform.backend.model if platform.backend else '?'})"
+        f"(gateway {platform.urls['gateway']}, model {_model_name(platform)})"
     )
     n = len(group["rollouts"])
     console.print(
@@ -87,6 +89,10 @@ async def _run(data_dir: Path) -> int:
     _print_result(response.json())
     console.print(f"[green]done in {time.perf_counter() - started:.0f}s[/]")
     return 0
+
+
+def _model_name(platform: EmbeddedPlatform) -> str:
+    return platform.backend.model if platform.backend is not None else "?"
 
 
 def _fmt(value: float | None) -> str:

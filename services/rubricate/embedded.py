@@ -6,8 +6,10 @@ as in production.
 """
 
 import asyncio
+import contextlib
 import logging
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -39,6 +41,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+class _Server(uvicorn.Server):
+    """Several servers share one loop: signals are the host program's business."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 @dataclass
 class EmbeddedPlatform:
     data_dir: Path
@@ -48,6 +58,8 @@ class EmbeddedPlatform:
     llm: LLMSettings = field(default_factory=LLMSettings)
     tasks: TaskSettings = field(default_factory=TaskSettings)
     gateway: GatewaySettings | None = None
+    store: StoreSettings | None = None
+    """Store settings; default: SQLite in `data_dir` and an in-process cache."""
     backend: LLMBackend | None = None
     """Inject a backend (shared by both model servers); default: built from `llm`."""
     urls: dict[str, str] = field(default_factory=dict)
@@ -65,7 +77,7 @@ class EmbeddedPlatform:
         for name in SERVICES:
             port = self.ports.get(name, 0) or free_port(self.host)
             self.urls[name] = f"http://{self.host}:{port}"
-        store_settings = StoreSettings(
+        store_settings = self.store or StoreSettings(
             database_url=f"sqlite:///{self.data_dir / 'rubricate.db'}",
             redis_url=None,
             data_dir=self.data_dir,
@@ -93,8 +105,7 @@ class EmbeddedPlatform:
         config = uvicorn.Config(
             app, host=self.host, port=port, log_level="warning", lifespan="on", access_log=False
         )
-        server = uvicorn.Server(config)
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        server = _Server(config)
         task = asyncio.create_task(server.serve(), name=f"serve-{name}")
         self._servers.append((server, task))
         while not server.started:

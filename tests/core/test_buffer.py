@@ -2,7 +2,9 @@ from rubricate.core.buffer import new_rubrics, select_prunes, variance
 from rubricate.core.rubrics import Rubric, RubricSpec, Stage, make_rubric
 
 
-def rubric(title: str, *, stage: Stage = "plan", origin: str = "active", var: float | None) -> Rubric:
+def rubric(
+    title: str, *, stage: Stage = "plan", origin: str = "active", var: float | None
+) -> Rubric:
     r = make_rubric(
         stage=stage,
         spec=RubricSpec(title=title, description=f"checks {title}"),

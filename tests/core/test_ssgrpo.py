@@ -56,7 +56,7 @@ def test_identity_lambda_gives_stage_local_credit(scores: list[list[float]]) -> 
     returns = stage_returns(scores, lam=IDENTITY)
     assert returns == [[pytest.approx(v) for v in row] for row in scores]
     # changing a later stage's score leaves earlier stages' returns untouched
-    bumped = [row[:3] + [1.0 - row[3]] for row in scores]
+    bumped = [[*row[:3], 1.0 - row[3]] for row in scores]
     assert [r[:3] for r in stage_returns(bumped, lam=IDENTITY)] == [r[:3] for r in returns]
 
 

@@ -12,7 +12,9 @@ def test_full_trajectory_spans_cover_each_stage() -> None:
     spans = parse_stages(text)
     assert spans.missing == []
     assert spans.text(text, "plan") == PLAN
-    plan, research, review, answer = (spans.spans[s] for s in ("plan", "research", "review", "answer"))
+    plan, research, review, answer = (
+        spans.spans[s] for s in ("plan", "research", "review", "answer")
+    )
     assert plan == (0, len(PLAN))
     assert research is not None and review is not None and answer is not None
     assert research[0] == plan[1]

@@ -97,7 +97,7 @@ def error_json(
             usage=usage,
         )
     )
-    return JSONResponse(body.model_dump(exclude_none=False), status_code=status_code, headers=headers)
+    return JSONResponse(body.model_dump(), status_code=status_code, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -86,8 +86,10 @@ def as_service_error(exc: LLMError, *, task: str) -> ServiceError:
         )
     if isinstance(exc, BackendRequestError):
         return ServiceError(
-            422, f"{task}: the model backend rejected the request: {exc}",
-            type="backend_rejected", usage=usage,
+            422,
+            f"{task}: the model backend rejected the request: {exc}",
+            type="backend_rejected",
+            usage=usage,
         )
     return ServiceError(502, f"{task}: {exc}", type="judge_error", usage=usage)
 

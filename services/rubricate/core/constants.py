@@ -3,10 +3,12 @@
 Every value here is a default: requests and settings can override it.
 """
 
-from typing import Final
+from typing import Final, Literal
+
+Stage = Literal["plan", "research", "review", "answer"]
 
 # RubricEM §3.3: K = 4 semantic stages, in causal order.
-STAGES: Final = ("plan", "research", "review", "answer")
+STAGES: Final[tuple[Stage, ...]] = ("plan", "research", "review", "answer")
 N_STAGES: Final = len(STAGES)
 
 # RubricEM App. C.3: rubric scores are 0/1/2 (absent / partial / full).
@@ -18,10 +20,15 @@ WEIGHT_MIN: Final = 1
 WEIGHT_MAX: Final = 3
 
 # RubricEM App. C.4: per-stage caps on active (judge-generated) rubrics.
-ACTIVE_CAPS: Final = {"plan": 3, "research": 2, "review": 2, "answer": 3}
+ACTIVE_CAPS: Final[dict[Stage, int]] = {"plan": 3, "research": 2, "review": 2, "answer": 3}
 
 # RubricEM App. C.2: target counts of new rubrics per stage (targets, not quotas).
-GENERATION_TARGETS: Final = {"plan": (1, 4), "research": (1, 4), "review": (1, 4), "answer": (2, 5)}
+GENERATION_TARGETS: Final[dict[Stage, tuple[int, int]]] = {
+    "plan": (1, 4),
+    "research": (1, 4),
+    "review": (1, 4),
+    "answer": (2, 5),
+}
 
 # DESIGN.md "Key behaviours": the default causal stage-dependence matrix Λ (RubricEM §3.3).
 DEFAULT_LAMBDA: Final = (

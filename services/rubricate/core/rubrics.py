@@ -6,9 +6,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from rubricate.core.constants import SCORE_MAX, SCORE_MIN, WEIGHT_MAX, WEIGHT_MIN
+from rubricate.core.constants import Stage as Stage
 from rubricate.core.normalize import normalize_question
 
-Stage = Literal["plan", "research", "review", "answer"]
 Polarity = Literal["positive", "negative"]
 Origin = Literal["persistent", "active"]
 

@@ -24,7 +24,9 @@ def build_upstreams(
         )
 
     return Upstreams(
-        generator=client("rubric-generator", settings.rubric_generator_url, settings.model_timeout_s),
+        generator=client(
+            "rubric-generator", settings.rubric_generator_url, settings.model_timeout_s
+        ),
         verifier=client("verifier", settings.verifier_url, settings.model_timeout_s),
         store=client("store", settings.store_url, settings.store_timeout_s),
     )

@@ -23,7 +23,7 @@ class UpstreamError(Exception):
         *,
         service: str,
         status: int | None,
-        type: str,  # noqa: A002 - mirrors the error shape
+        type: str,
         message: str,
         usage: UsageOut | None = None,
     ) -> None:
@@ -87,7 +87,9 @@ class ServiceClient:
             response = await self._client.get("/healthz", timeout=2.0)
         except httpx.HTTPError as exc:
             return f"{self.service}: {type(exc).__name__}"
-        return None if response.status_code == 200 else f"{self.service}: HTTP {response.status_code}"
+        return (
+            None if response.status_code == 200 else f"{self.service}: HTTP {response.status_code}"
+        )
 
     async def request(
         self,

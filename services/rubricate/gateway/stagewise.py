@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
@@ -64,7 +65,7 @@ class Upstreams:
 class _Outcome:
     def __init__(self) -> None:
         self.judgments: list[Judgment] = []
-        self.kind: str = "full"
+        self.kind: Literal["full", "answer_only", "unscored"] = "full"
         self.reason: str | None = None
 
 
@@ -102,7 +103,7 @@ class StagewiseService:
         clock = WaitClock()
         usage = Usage()
         parsed = [parse_stages(r.trajectory) for r in request.rollouts]
-        texts = [
+        texts: list[dict[Stage, str | None]] = [
             {s: spans.text(r.trajectory, s) for s in STAGES}
             for r, spans in zip(request.rollouts, parsed, strict=True)
         ]
@@ -139,7 +140,7 @@ class StagewiseService:
                 RolloutJudgments(
                     missing=spans.missing,
                     judgments=o.judgments,
-                    outcome="failed" if o.kind == "unscored" else o.kind,  # type: ignore[arg-type]
+                    outcome="failed" if o.kind == "unscored" else o.kind,
                 )
                 for spans, o in zip(parsed, outcomes, strict=True)
             ],
@@ -154,8 +155,9 @@ class StagewiseService:
             prune = await self.up.store.request(
                 "POST",
                 f"/v1/buffers/{qid}/prune",
-                json=PruneRequest(variances=group.variances, caps=caps, step=request.step)
-                .model_dump(mode="json"),
+                json=PruneRequest(
+                    variances=group.variances, caps=caps, step=request.step
+                ).model_dump(mode="json"),
                 response_model=PruneResponse,
                 headers=headers,
                 clock=clock,
@@ -171,9 +173,7 @@ class StagewiseService:
                 returns=rs.returns,
                 advantages=rs.advantages,
                 judgments=o.judgments,
-                fallback=None
-                if o.kind == "full"
-                else Fallback(kind=o.kind, reason=o.reason or "")  # type: ignore[arg-type]
+                fallback=None if o.kind == "full" else Fallback(kind=o.kind, reason=o.reason or ""),
             )
             for rollout, spans, o, rs in zip(
                 request.rollouts, parsed, outcomes, group.rollouts, strict=True
@@ -183,7 +183,11 @@ class StagewiseService:
         upstream = clock.total()
         log.info(
             "stagewise.scored question_id=%s rollouts=%d new=%d pruned=%d seconds=%.2f",
-            qid, len(results), len(generation.new_rubric_ids), len(pruned), total,
+            qid,
+            len(results),
+            len(generation.new_rubric_ids),
+            len(pruned),
+            total,
         )
         return StagewiseScoreResponse(
             question_id=qid,
@@ -195,7 +199,9 @@ class StagewiseService:
             generation=generation,
             unscored_stages=group.unscored_stages,
             usage=UsageOut.of(usage),
-            timing=Timing(total_s=total, upstream_s=upstream, overhead_s=max(0.0, total - upstream)),
+            timing=Timing(
+                total_s=total, upstream_s=upstream, overhead_s=max(0.0, total - upstream)
+            ),
         )
 
     async def _buffer(self, qid: str, *, headers: dict[str, str], clock: WaitClock) -> BufferView:
@@ -217,7 +223,9 @@ class StagewiseService:
         headers: dict[str, str],
         clock: WaitClock,
     ) -> BufferView:
-        body = AddRubricsRequest(question=request.question, rubrics=list(rubrics), step=request.step)
+        body = AddRubricsRequest(
+            question=request.question, rubrics=list(rubrics), step=request.step
+        )
         return await self.up.store.request(
             "POST",
             f"/v1/buffers/{qid}/rubrics",
