@@ -1,0 +1,96 @@
+"""FakeJudgeBackend: a fake LLM that answers the stagewise judge tasks instantly.
+
+For unit-testing orchestration and for measuring the gateway's own overhead only; it judges
+nothing. Scores come from markers in the trajectory text:
+- `[[excellent]]` → every rubric of that trajectory scores 2, `[[poor]]` → 0, otherwise 1;
+- `[[fail-stagewise]]` → a scoring call that includes non-answer rubrics raises a transport
+  error (the answer-only fallback call succeeds);
+- `[[fail-all]]` → every scoring call for that trajectory raises a transport error.
+Generation proposes one positive rubric per stage, numbered by call, unless `fail_generation`.
+"""
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from rubricate.core.constants import STAGES
+from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.errors import TransportError
+
+_RUBRIC_LINE = re.compile(r"^(\d+)\. \((plan|research|review|answer)\)", re.M)
+
+
+class FakeJudgeBackend(LLMBackend):
+    name = "fake"
+
+    def __init__(
+        self,
+        *,
+        fail_generation: bool = False,
+        rubrics_per_stage: int = 1,
+        delay_s: float = 0.0,
+    ) -> None:
+        self.model = "fake-judge"
+        self.fail_generation = fail_generation
+        self.rubrics_per_stage = rubrics_per_stage
+        self.delay_s = delay_s
+        self.calls: list[tuple[str, str]] = []
+        """(schema_name, user prompt) of every call, in order."""
+        self._generation_calls = 0
+
+    async def complete(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
+        user = messages[-1].content
+        self.calls.append((params.schema_name, user))
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if params.schema_name == "stage_rubrics":
+            text = self._generate()
+        elif params.schema_name == "score_sheet":
+            text = self._score(user)
+        else:
+            raise TransportError(f"fake judge has no answer for task {params.schema_name!r}")
+        return Completion(
+            text=text,
+            prompt_tokens=len(user) // 4,
+            completion_tokens=len(text) // 4,
+            latency_s=self.delay_s,
+            model=self.model,
+            backend=self.name,
+            finish_reason="stop",
+        )
+
+    def _generate(self) -> str:
+        if self.fail_generation:
+            raise TransportError("fake judge: generation configured to fail")
+        self._generation_calls += 1
+        n = self._generation_calls
+        out: dict[str, Any] = {}
+        for stage in STAGES:
+            out[stage] = {
+                "positive_rubrics": [
+                    {
+                        "title": f"{stage} criterion {n}.{i}",
+                        "description": f"The {stage} stage does thing {n}.{i} well.",
+                        "weight": 2,
+                    }
+                    for i in range(1, self.rubrics_per_stage + 1)
+                ],
+                "negative_rubrics": [],
+            }
+        return json.dumps(out)
+
+    def _score(self, user: str) -> str:
+        material, _, rubric_block = user.partition("\nRubrics:")
+        numbered = _RUBRIC_LINE.findall(rubric_block)
+        if "[[fail-all]]" in material:
+            raise TransportError("fake judge: scoring configured to fail")
+        if "[[fail-stagewise]]" in material and any(stage != "answer" for _, stage in numbered):
+            raise TransportError("fake judge: stagewise scoring configured to fail")
+        score = 2 if "[[excellent]]" in material else 0 if "[[poor]]" in material else 1
+        items = [
+            {"index": int(i), "justification": f"fake verdict for rubric {i}", "score": score}
+            for i, _ in numbered
+        ]
+        return json.dumps({"scores": items})

@@ -1,0 +1,84 @@
+"""The store service app: `create_app(settings)`; `rubricate serve store` runs it."""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from rubricate.common.app import ReadinessCheck, create_service_app
+from rubricate.store.cache import Cache, GuardedCache, MemoryCache, RedisCache
+from rubricate.store.db import make_engine
+from rubricate.store.migrate import upgrade_to_head
+from rubricate.store.routes import router
+from rubricate.store.service import BufferService, BufferStore
+from rubricate.store.settings import StoreSettings
+
+log = logging.getLogger("rubricate.store")
+
+
+def build_cache(settings: StoreSettings) -> GuardedCache:
+    inner: Cache = (
+        RedisCache(settings.redis_url, timeout_s=settings.redis_timeout_s)
+        if settings.redis_url
+        else MemoryCache()
+    )
+    return GuardedCache(inner)
+
+
+async def _database_ready(app: FastAPI) -> tuple[bool, str]:
+    store: BufferStore = app.state.store
+    await asyncio.to_thread(store.ping)
+    return True, "ok"
+
+
+async def _cache_ready(app: FastAPI) -> tuple[bool, str]:
+    cache: GuardedCache = app.state.cache
+    if await cache.ping():
+        return True, "ok"
+    return False, "cache unreachable"
+
+
+def create_app(settings: StoreSettings | None = None) -> FastAPI:
+    settings = settings or StoreSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(
+            settings.database_url,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+            sqlite_busy_timeout_s=settings.sqlite_busy_timeout_s,
+        )
+        cache = build_cache(settings)
+        try:
+            if settings.auto_migrate:
+                await asyncio.to_thread(upgrade_to_head, engine)
+            store = BufferStore(engine)
+            app.state.settings = settings
+            app.state.engine = engine
+            app.state.cache = cache
+            app.state.store = store
+            app.state.buffers = BufferService(store, cache, ttl_s=settings.cache_ttl_s)
+            log.info(
+                "store.started database=%s cache=%s",
+                engine.url.render_as_string(hide_password=True),
+                "redis" if settings.redis_url else "memory",
+            )
+            yield
+        finally:
+            await cache.aclose()
+            engine.dispose()
+
+    readiness: list[tuple[str, ReadinessCheck]] = [("database", _database_ready)]
+    if settings.cache_required:
+        readiness.append(("cache", _cache_ready))
+    return create_service_app(
+        service="store",
+        title="Rubricate store",
+        routers=[router],
+        lifespan=lifespan,
+        readiness=readiness,
+        max_body_bytes=settings.store_max_body_bytes,
+    )
