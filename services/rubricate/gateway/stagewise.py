@@ -114,17 +114,21 @@ class StagewiseService:
             for spec in request.persistent_rubrics
         ]
         generation = GenerationInfo(status="skipped")
+        generated: list[Rubric] = []
         if request.evolve:
             generation, generated = await self._generate(
                 request, texts, buffer=buffer, clock=clock, usage=usage
             )
-            to_add.extend(generated)
-        if to_add:
-            buffer = await self._add(qid, request, to_add, headers=headers, clock=clock)
+        known = {r.id for r in _flatten(buffer)}
+        if to_add or generated:
+            buffer = await self._add(
+                qid, request, [*to_add, *generated], headers=headers, clock=clock
+            )
         rubrics = _flatten(buffer)
-        if generation.status == "ok":
-            present = {r.id for r in rubrics}
-            generation.new_rubric_ids = [r.id for r in to_add if r.id in present]
+        present = {r.id for r in rubrics}
+        generation.new_rubric_ids = [
+            r.id for r in generated if r.id in present and r.id not in known
+        ]
 
         outcomes = await self._score_all(request, parsed, texts, rubrics, clock=clock, usage=usage)
         if all(o.kind == "unscored" for o in outcomes):
