@@ -82,7 +82,8 @@ class FakeJudgeBackend(LLMBackend):
         return json.dumps(out)
 
     def _score(self, user: str) -> str:
-        material, _, rubric_block = user.partition("\nRubrics:")
+        head, _, material = user.partition("\nTrajectory:")
+        rubric_block = head.partition("Rubrics:")[2]
         numbered = _RUBRIC_LINE.findall(rubric_block)
         if "[[fail-all]]" in material:
             raise TransportError("fake judge: scoring configured to fail")

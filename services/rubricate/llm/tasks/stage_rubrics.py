@@ -45,8 +45,8 @@ class DraftRubric(BaseModel):
 class StageDrafts(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    positive_rubrics: list[DraftRubric] = Field(default_factory=list, max_length=5)
-    negative_rubrics: list[DraftRubric] = Field(default_factory=list, max_length=3)
+    positive_rubrics: list[DraftRubric] = Field(min_length=1, max_length=4)
+    negative_rubrics: list[DraftRubric] = Field(default_factory=list, max_length=2)
 
 
 class GeneratedRubrics(BaseModel):

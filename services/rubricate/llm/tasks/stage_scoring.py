@@ -57,21 +57,24 @@ def build_messages(
     rubrics: Sequence[Rubric],
     max_chars_per_stage: int,
 ) -> list[Message]:
+    # Rubrics come before the trajectory: they are the same for every rollout of a group, so
+    # backends with prefix caching (llama.cpp, vLLM) reuse the shared prefix across calls.
     judged_stages = [s for s in STAGES if any(r.stage == s for r in rubrics)]
-    parts = [f"Question:\n<untrusted>{escape_untrusted(question)}</untrusted>\n", "Trajectory:"]
-    for stage in judged_stages:
-        text = stages.get(stage)
-        body = "(stage missing)" if text is None else clip(text, max_chars=max_chars_per_stage)
-        parts.append(f'<untrusted stage="{stage}">\n{escape_untrusted(body)}\n</untrusted>')
-    parts.append("\nRubrics:")
+    parts = [f"Question:\n<untrusted>{escape_untrusted(question)}</untrusted>\n", "Rubrics:"]
     for n, rubric in enumerate(rubrics, start=1):
         parts.append(
             f"{n}. ({rubric.stage}) [{rubric.polarity.upper()}] {rubric.title}: "
             f"{rubric.description}"
         )
+    parts.append("\nTrajectory:")
+    for stage in judged_stages:
+        text = stages.get(stage)
+        body = "(stage missing)" if text is None else clip(text, max_chars=max_chars_per_stage)
+        parts.append(f'<untrusted stage="{stage}">\n{escape_untrusted(body)}\n</untrusted>')
+    n = len(rubrics)
     parts.append(
-        f"\nReturn JSON {{\"scores\": [...]}} with exactly {len(rubrics)} items, one per rubric "
-        "number 1.." + str(len(rubrics)) + ", each {index, justification, score}."
+        f'\nReturn JSON {{"scores": [...]}} with exactly {n} items, one per rubric number '
+        f"1..{n} in order, each {{index, justification, score}}."
     )
     return [Message("system", SYSTEM), Message("user", "\n".join(parts))]
 

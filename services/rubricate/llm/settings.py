@@ -1,0 +1,73 @@
+"""LLM backend settings (env prefix `RUBRICATE_LLM_`), shared by the two model servers."""
+
+import os
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+BackendKind = Literal["embedded", "openai", "vllm"]
+EmbeddedModel = Literal["qwen2.5-coder-1.5b", "smollm2-135m"]
+SchemaMode = Literal["auto", "json_schema", "json_object"]
+
+
+def _cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+class LLMSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RUBRICATE_LLM_", extra="ignore")
+
+    backend: BackendKind = "embedded"
+    base_url: str | None = None
+    """OpenAI-compatible base URL including `/v1`, e.g. `http://vllm:8000/v1`."""
+    model: str | None = None
+    """Model name sent to the OpenAI-compatible server; the model vLLM loads in process."""
+    api_key: SecretStr | None = None
+
+    # embedded (llama.cpp)
+    embedded_model: EmbeddedModel = "qwen2.5-coder-1.5b"
+    model_path: Path | None = None
+    """Any GGUF file; wins over `embedded_model`."""
+    n_ctx: int = Field(default=8192, ge=256)
+    n_threads: int = Field(default_factory=_cpu_count, ge=1)
+    embedded_logprobs: bool = False
+    """Keep logits of every position so calls may ask for logprobs (costs n_ctx × vocab
+    floats of memory: about 5 GB for Qwen2.5 at 8k context)."""
+    prompt_cache_mb: int = Field(default=0, ge=0)
+    """RAM for llama.cpp saved states (prompt prefix reuse across alternating prompts)."""
+
+    # openai-compatible HTTP
+    timeout_s: float = Field(default=300.0, gt=0)
+    openai_schema_mode: SchemaMode = "auto"
+    """How a JSON schema is sent: `json_schema` (OpenAI, vLLM), `json_object` with a
+    `schema` (llama.cpp's server), or `auto` (the first, falling back once to the second)."""
+    max_connections: int = Field(default=64, ge=1)
+
+    # retries (RubricEM App. C.4: up to 5)
+    max_retries: int = Field(default=5, ge=0)
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=20.0, ge=0)
+
+    # vLLM in process
+    gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1)
+    max_model_len: int | None = Field(default=None, ge=256)
+    enable_prefix_caching: bool = True
+    tensor_parallel_size: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> Self:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError(
+                "backend 'openai' needs a base URL: set RUBRICATE_LLM_BASE_URL, "
+                "e.g. http://vllm:8000/v1"
+            )
+        if self.backend == "vllm" and not self.model:
+            raise ValueError(
+                "backend 'vllm' needs a model to load: set RUBRICATE_LLM_MODEL, "
+                "e.g. Qwen/Qwen2.5-7B-Instruct"
+            )
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ValueError("backoff_max_s must be >= backoff_base_s")
+        return self

@@ -1,0 +1,88 @@
+"""The real embedded model: Qwen2.5-Coder-1.5B joined from its weight packages (slow)."""
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from pydantic import BaseModel, Field
+
+from rubricate.llm.base import GenerationParams, Message
+from rubricate.llm.model_files import QWEN_CODER_1_5B, resolve_model_path
+from rubricate.llm.settings import LLMSettings
+from rubricate.llm.structured import complete_structured
+from rubricate.llm.tasks import stage_scoring
+from rubricate.llm.usage import Usage
+
+from .conftest import LLAMA_CPP_ERROR
+
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.skipif(LLAMA_CPP_ERROR is not None, reason=LLAMA_CPP_ERROR or ""),
+]
+
+if LLAMA_CPP_ERROR is None:
+    from rubricate.llm.embedded import EmbeddedBackend
+
+
+class Capital(BaseModel):
+    country: str
+    capital: str
+    confidence: int = Field(ge=0, le=2)
+
+
+@pytest.fixture(scope="module")
+def qwen() -> Iterator["EmbeddedBackend"]:
+    backend = EmbeddedBackend.from_settings(LLMSettings(n_ctx=4096))
+    yield backend
+    asyncio.run(backend.aclose())
+
+
+def test_the_default_model_is_the_verified_joined_file() -> None:
+    path = resolve_model_path(LLMSettings())
+    assert path.name == QWEN_CODER_1_5B.filename
+    assert path.stat().st_size == QWEN_CODER_1_5B.size
+
+
+async def test_schema_valid_json(qwen: "EmbeddedBackend") -> None:
+    assert qwen.model == "qwen2.5-coder-1.5b"
+    usage = Usage()
+    answer = await complete_structured(
+        qwen,
+        [
+            Message("system", "Answer with JSON only."),
+            Message("user", "What is the capital of France? Give confidence 0, 1 or 2."),
+        ],
+        output=Capital,
+        params=GenerationParams(max_tokens=80),
+        usage=usage,
+        task="test-qwen",
+    )
+    assert answer.capital.strip().lower() == "paris"
+    assert usage.calls == 1 and usage.completion_tokens > 5
+
+
+async def test_a_judge_score_sheet(qwen: "EmbeddedBackend") -> None:
+    usage = Usage()
+    sheet = await complete_structured(
+        qwen,
+        [
+            Message("system", stage_scoring.SYSTEM),
+            Message(
+                "user",
+                "Question:\n<untrusted>What is 2+2?</untrusted>\n\nTrajectory:\n"
+                '<untrusted stage="answer">\nThe answer is 5.\n</untrusted>\n\nRubrics:\n'
+                "1. (answer) [POSITIVE] Correct result: states that 2+2 equals 4.\n"
+                "2. (answer) [NEGATIVE] Arithmetic error: states a wrong sum.\n"
+                '\nReturn JSON {"scores": [...]} with exactly 2 items, one per rubric number '
+                "1..2, each {index, justification, score}.",
+            ),
+        ],
+        output=stage_scoring.ScoreSheet,
+        params=GenerationParams(max_tokens=300),
+        usage=usage,
+        task="test-qwen-sheet",
+        validate=lambda s: stage_scoring.check_sheet(s, n_rubrics=2),
+    )
+    assert sorted(item.index for item in sheet.scores) == [1, 2]
+    assert all(0 <= item.score <= 2 and item.justification for item in sheet.scores)
+    assert usage.calls in (1, 2) and usage.prompt_tokens > 200
