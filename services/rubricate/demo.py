@@ -67,8 +67,12 @@ async def _run(data_dir: Path) -> int:
         async with httpx.AsyncClient(base_url=platform.urls["gateway"], timeout=1800) as client:
             request = asyncio.create_task(client.post("/v1/stagewise/score", json=group))
             t0 = time.perf_counter()
+            shown = 0
             with Live(console=console, refresh_per_second=4, transient=True) as live:
                 while not request.done():
+                    for event in feed.events[shown:]:
+                        live.console.print(f"  [dim]{time.perf_counter() - t0:5.0f}s[/] {event}")
+                    shown = len(feed.events)
                     latest = feed.events[-1] if feed.events else "waiting for the model"
                     scored = sum(1 for e in feed.events if e.startswith("stages.scored"))
                     generated = any(e.startswith("rubrics.generated") for e in feed.events)
@@ -100,22 +104,27 @@ def _fmt(value: float | None) -> str:
 
 
 def _print_result(body: dict[str, Any]) -> None:
-    table = Table(title="Stagewise scores R, returns G, advantages A")
+    table = Table(title="Stage scores R, SS-GRPO returns G and advantages A")
     table.add_column("rollout")
+    table.add_column("")
     for stage in STAGES:
-        table.add_column(f"{stage}\nR / G / A", justify="right")
+        table.add_column(stage, justify="right")
     table.add_column("notes")
     for r in body["rollouts"]:
-        cells = []
-        for stage in STAGES:
-            vals = [(r[k] or {}).get(stage) for k in ("scores", "returns", "advantages")]
-            cells.append(" / ".join(_fmt(v) for v in vals))
         notes = []
         if r["missing_stages"]:
             notes.append("missing: " + ", ".join(r["missing_stages"]))
         if r["fallback"]:
-            notes.append(f"fallback {r['fallback']['kind']}")
-        table.add_row(r["id"], *cells, "; ".join(notes))
+            notes.append(f"fallback: {r['fallback']['kind']}")
+        for n, (key, label) in enumerate((("scores", "R"), ("returns", "G"), ("advantages", "A"))):
+            values = r[key] or {}
+            table.add_row(
+                r["id"] if n == 0 else "",
+                label,
+                *(_fmt(values.get(stage)) for stage in STAGES),
+                "; ".join(notes) if n == 0 else "",
+                end_section=n == 2,
+            )
     console.print(table)
 
     rubrics = Table(title="Judge rubrics used (buffer after generation)")

@@ -15,12 +15,13 @@ async def test_stagewise_score_with_the_embedded_model(tmp_path: Path) -> None:
     group = load_example()
     by_id = {r["id"]: r for r in group["rollouts"]}
     group["rollouts"] = [by_id["thorough"], by_id["wrong"]]
-    async with EmbeddedPlatform(data_dir=tmp_path, ports=dict.fromkeys(SERVICES, 0)) as p:
-        async with httpx.AsyncClient(base_url=p.urls["gateway"], timeout=1800) as client:
-            response = await client.post("/v1/stagewise/score", json=group)
-            assert response.status_code == 200, response.text
-            out = response.json()
-            buffer = await client.get(f"/v1/buffers/{out['question_id']}")
+    platform = EmbeddedPlatform(data_dir=tmp_path, ports=dict.fromkeys(SERVICES, 0))
+    async with platform, httpx.AsyncClient(timeout=1800) as client:
+        gateway = platform.urls["gateway"]
+        response = await client.post(f"{gateway}/v1/stagewise/score", json=group)
+        assert response.status_code == 200, response.text
+        out = response.json()
+        buffer = await client.get(f"{gateway}/v1/buffers/{out['question_id']}")
     assert buffer.status_code == 200
     assert out["usage"]["calls"] >= 3  # one generation + one scoring call per rollout
     assert out["usage"]["prompt_tokens"] > 500 and out["usage"]["completion_tokens"] > 50

@@ -38,6 +38,7 @@ log = logging.getLogger("rubricate.llm.embedded")
 
 _TOP_K = 40
 
+
 class EmbeddedBackend(LLMBackend):
     name = "embedded"
 

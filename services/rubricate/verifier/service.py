@@ -2,6 +2,7 @@
 
 import logging
 import time
+from typing import Any
 
 from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
 from rubricate.common.model_server import TaskSettings
@@ -24,6 +25,14 @@ class VerifierService:
         self.tasks = tasks
         self.llm = llm
         self._schema = json_schema_for(stage_scoring.ScoreSheet)
+        self._schemas: dict[int, dict[str, Any]] = {}
+
+    def _schema_for(self, n_rubrics: int) -> dict[str, Any]:
+        schema = self._schemas.get(n_rubrics)
+        if schema is None:
+            schema = stage_scoring.sheet_schema(self._schema, n_rubrics=n_rubrics)
+            self._schemas[n_rubrics] = schema
+        return schema
 
     async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
         rubrics = request.rubrics
@@ -36,7 +45,7 @@ class VerifierService:
         params = GenerationParams(
             temperature=self.tasks.scoring_temperature,
             max_tokens=self.tasks.scoring_max_tokens,
-            json_schema=self._schema,
+            json_schema=self._schema_for(len(rubrics)),
             schema_name="score_sheet",
         )
         usage = Usage()

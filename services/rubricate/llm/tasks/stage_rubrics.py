@@ -54,10 +54,10 @@ class GeneratedRubrics(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    plan: StageDrafts = Field(default_factory=StageDrafts)
-    research: StageDrafts = Field(default_factory=StageDrafts)
-    review: StageDrafts = Field(default_factory=StageDrafts)
-    answer: StageDrafts = Field(default_factory=StageDrafts)
+    plan: StageDrafts
+    research: StageDrafts
+    review: StageDrafts
+    answer: StageDrafts
 
     def specs(self) -> dict[Stage, list[RubricSpec]]:
         out: dict[Stage, list[RubricSpec]] = {}
