@@ -4,8 +4,9 @@
    calls, prompt and completion tokens.
 2. The gateway's own overhead per request (time not spent waiting on upstream services) at
    50 concurrent requests against an instant fake backend. Target: p99 under 5 ms.
-   The upstream services run in a separate process so their work does not land on the
-   gateway's event loop.
+   The gateway, the upstream services and the load generator run in three processes, so
+   neither the upstreams' nor the client's work lands on the gateway's event loop (on a
+   2-core machine they still share the CPUs).
 
     python benchmarks/stagewise.py [--skip-model] [--requests 500] [--concurrency 50]
 """
@@ -85,6 +86,26 @@ def _serve_upstreams(ports: dict[str, int], ready: Any) -> None:
     asyncio.run(main())
 
 
+def _serve_gateway(settings: dict[str, Any], port: int, ready: Any) -> None:
+    config = uvicorn.Config(
+        create_gateway(GatewaySettings(**settings)),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        serve = asyncio.create_task(server.serve())
+        while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
+            await asyncio.sleep(0.05)
+        ready.set()
+        await serve
+
+    asyncio.run(main())
+
+
 async def gateway_overhead(*, requests: int, concurrency: int, rollouts: int) -> None:
     print(
         f"\n== gateway overhead: {requests} requests of {rollouts} rollouts, "
@@ -106,17 +127,16 @@ async def gateway_overhead(*, requests: int, concurrency: int, rollouts: int) ->
         store_url=f"http://127.0.0.1:{ports['store']}",
     )
     gport = free_port()
-    config = uvicorn.Config(
-        create_gateway(settings),
-        host="127.0.0.1",
-        port=gport,
-        log_level="warning",
-        access_log=False,
+    gateway_ready = ctx.Event()
+    gateway = ctx.Process(
+        target=_serve_gateway, args=(settings.model_dump(), gport, gateway_ready), daemon=True
     )
-    server = uvicorn.Server(config)
-    serve = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
-        await asyncio.sleep(0.05)
+    gateway.start()
+    if not gateway_ready.wait(60):
+        print("gateway did not start")
+        gateway.kill()
+        upstreams.kill()
+        return
     group = example_group(rollouts)
     overheads: list[float] = []
     totals: list[float] = []
@@ -145,8 +165,7 @@ async def gateway_overhead(*, requests: int, concurrency: int, rollouts: int) ->
         t0 = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(requests)))
         elapsed = time.perf_counter() - t0
-    server.should_exit = True
-    await serve
+    gateway.kill()
     upstreams.kill()
     if not overheads:
         print(f"all {errors} requests failed")
