@@ -1,4 +1,4 @@
-from rubricate.core.buffer import new_rubrics, select_prunes, variance
+from rubricate.core.buffer import select_prunes, variance
 from rubricate.core.rubrics import Rubric, RubricSpec, Stage, make_rubric
 
 
@@ -54,9 +54,7 @@ def test_custom_caps() -> None:
     assert select_prunes(rs, caps=caps) == [rs[0].id, rs[1].id, rs[2].id]
 
 
-def test_new_rubrics_deduplicates_by_content_id() -> None:
+def test_rubric_id_is_derived_from_normalized_content() -> None:
     a = rubric("a", var=None)
-    again = rubric("A ", var=None)  # normalized title: same id
-    b = rubric("b", var=None)
-    assert a.id == again.id
-    assert new_rubrics([a], [again, b, b]) == [b]
+    assert a.id == rubric("A ", var=None).id  # normalized title: same criterion, same id
+    assert a.id != rubric("b", var=None).id

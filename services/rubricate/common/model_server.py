@@ -3,16 +3,17 @@ readiness, and the mapping of LLM-layer failures onto the one error shape."""
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, FastAPI
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rubricate.common.app import create_service_app
 from rubricate.common.errors import ServiceError
 from rubricate.common.schemas import UsageOut
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.errors import BackendRequestError, LLMError, OutputParseError, TransportError
+from rubricate.llm.factory import build_backend
 from rubricate.llm.settings import LLMSettings
 
 
@@ -55,18 +56,6 @@ async def backend_ready(app: FastAPI) -> tuple[bool, str]:
     return ok, "ok" if ok else f"{backend.name} backend not ready"
 
 
-def get_backend(request: Request) -> LLMBackend:
-    backend: LLMBackend = request.app.state.backend
-    return backend
-
-
-BackendDep = Annotated[LLMBackend, Depends(get_backend)]
-
-
-def default_llm_settings() -> LLMSettings:
-    return LLMSettings()
-
-
 def as_service_error(exc: LLMError, *, task: str) -> ServiceError:
     usage = UsageOut.of(exc.usage)
     if isinstance(exc, OutputParseError):
@@ -107,9 +96,6 @@ def create_model_server_app(
     backend: LLMBackend | None = None,
 ) -> FastAPI:
     """A model server: its task router, a service object on `app.state.service`, the backend."""
-    from rubricate.common.app import create_service_app
-    from rubricate.llm.factory import build_backend
-
     llm_settings = llm or LLMSettings()
     task_settings = tasks or TaskSettings()
     backend_cm = backend_lifespan(factory=lambda: build_backend(llm_settings), injected=backend)

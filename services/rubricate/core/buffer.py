@@ -44,14 +44,3 @@ def select_prunes(
         measured.sort()
         pruned.extend(rid for _, _, rid in measured[:excess])
     return pruned
-
-
-def new_rubrics(existing: Iterable[Rubric], proposed: Iterable[Rubric]) -> list[Rubric]:
-    """Proposed rubrics not already in the buffer (by id), first occurrence kept."""
-    seen = {r.id for r in existing}
-    out: list[Rubric] = []
-    for rubric in proposed:
-        if rubric.id not in seen:
-            seen.add(rubric.id)
-            out.append(rubric)
-    return out
