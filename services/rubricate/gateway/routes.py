@@ -2,9 +2,10 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 
 from rubricate.common.errors import ServiceError
+from rubricate.common.tenancy import TENANT_HEADER, TenantDep
 from rubricate.core.ssgrpo import group_advantages, stage_returns, validate_lambda, validate_scores
 from rubricate.gateway.clients import UpstreamError
 from rubricate.gateway.schemas import (
@@ -14,7 +15,7 @@ from rubricate.gateway.schemas import (
     StagewiseScoreRequest,
     StagewiseScoreResponse,
 )
-from rubricate.gateway.stagewise import TENANT_HEADER, StagewiseService
+from rubricate.gateway.stagewise import StagewiseService
 from rubricate.store.schemas import BufferView
 
 router = APIRouter(prefix="/v1", tags=["rewards"])
@@ -26,16 +27,6 @@ def get_stagewise(request: Request) -> StagewiseService:
 
 
 StagewiseDep = Annotated[StagewiseService, Depends(get_stagewise)]
-TenantDep = Annotated[
-    str,
-    Header(
-        alias=TENANT_HEADER,
-        min_length=1,
-        max_length=64,
-        pattern=r"^[A-Za-z0-9_.\-]+$",
-        description="Tenant scope (authentication arrives with API keys).",
-    ),
-]
 
 
 def upstream_failure(exc: UpstreamError) -> ServiceError:

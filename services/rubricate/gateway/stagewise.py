@@ -17,6 +17,7 @@ from typing import Literal
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.schemas import UsageOut
+from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.core.constants import ACTIVE_CAPS, STAGES
 from rubricate.core.errors import DomainError
 from rubricate.core.normalize import question_hash
@@ -45,8 +46,6 @@ from rubricate.store.schemas import AddRubricsRequest, BufferView, PruneRequest,
 from rubricate.verifier.schemas import StageScoresRequest, StageScoresResponse
 
 log = logging.getLogger("rubricate.gateway")
-
-TENANT_HEADER = "X-Rubricate-Tenant"
 
 
 class Upstreams:

@@ -2,7 +2,8 @@
 
 from typing import Final
 
-TENANT_LEN: Final = 64
-TENANT_PATTERN: Final = r"^[A-Za-z0-9_.\-]+$"
+from rubricate.common.tenancy import TENANT_LEN as TENANT_LEN
+from rubricate.common.tenancy import TENANT_PATTERN as TENANT_PATTERN
+
 QUESTION_ID_LEN: Final = 128
 RUBRIC_ID_LEN: Final = 128

@@ -3,16 +3,15 @@
 from collections.abc import Awaitable
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Header, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from rubricate.common.errors import ServiceError
-from rubricate.store.limits import QUESTION_ID_LEN, TENANT_LEN, TENANT_PATTERN
+from rubricate.common.tenancy import TenantDep
+from rubricate.store.limits import QUESTION_ID_LEN
 from rubricate.store.schemas import AddRubricsRequest, BufferView, PruneRequest, PruneResponse
 from rubricate.store.service import DEFAULT_TENANT, BufferNotFoundError, BufferService
-
-TENANT_HEADER = "X-Rubricate-Tenant"
 
 router = APIRouter(prefix="/v1/buffers", tags=["buffers"])
 
@@ -25,16 +24,6 @@ def get_buffers(request: Request) -> BufferService:
 
 
 BuffersDep = Annotated[BufferService, Depends(get_buffers)]
-TenantDep = Annotated[
-    str,
-    Header(
-        alias=TENANT_HEADER,
-        min_length=1,
-        max_length=TENANT_LEN,
-        pattern=TENANT_PATTERN,
-        description="Tenant scope (authentication arrives with API keys).",
-    ),
-]
 QuestionIdPath = Annotated[
     str, Path(min_length=1, max_length=QUESTION_ID_LEN, description="The buffer's key.")
 ]
