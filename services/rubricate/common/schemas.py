@@ -29,3 +29,11 @@ class UsageOut(BaseModel):
             completion_tokens=self.completion_tokens,
             latency_s=self.latency_s,
         )
+
+
+class TaskResponse(BaseModel):
+    """What every model-server task returns besides its result."""
+
+    usage: UsageOut
+    model: str
+    backend: str

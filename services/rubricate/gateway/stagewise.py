@@ -12,11 +12,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
-from rubricate.common.schemas import UsageOut
+from rubricate.common.schemas import TaskResponse, UsageOut
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.core.constants import ACTIVE_CAPS, STAGES
 from rubricate.core.errors import DomainError
@@ -46,6 +48,8 @@ from rubricate.store.schemas import AddRubricsRequest, BufferView, PruneRequest,
 from rubricate.verifier.schemas import StageScoresRequest, StageScoresResponse
 
 log = logging.getLogger("rubricate.gateway")
+
+TaskT = TypeVar("TaskT", bound=TaskResponse)
 
 
 class Upstreams:
@@ -255,20 +259,18 @@ class StagewiseService:
             existing=_flatten(buffer),
         )
         try:
-            out = await self.up.generator.request(
-                "POST",
+            out = await _run_task(
+                self.up.generator,
                 "/v1/tasks/stage-rubrics",
-                json=body.model_dump(mode="json"),
+                body,
                 response_model=StageRubricsResponse,
                 clock=clock,
+                usage=usage,
             )
         except UpstreamError as exc:
-            if exc.usage is not None:
-                usage.merge(exc.usage.to_usage())
             FALLBACKS.labels("no_new_rubrics").inc()
             log.warning("stagewise.generation_failed error=%s", exc)
             return GenerationInfo(status="failed", error=str(exc)), []
-        usage.merge(out.usage.to_usage())
         generated = [
             make_rubric(stage=stage, spec=spec, origin="active", step=request.step)
             for stage in STAGES
@@ -341,20 +343,41 @@ class StagewiseService:
         usage: Usage,
     ) -> list[Judgment]:
         body = StageScoresRequest(question=question, stages=stage_texts, rubrics=list(rubrics))
-        try:
-            out = await self.up.verifier.request(
-                "POST",
-                "/v1/tasks/stage-scores",
-                json=body.model_dump(mode="json"),
-                response_model=StageScoresResponse,
-                clock=clock,
-            )
-        except UpstreamError as exc:
-            if exc.usage is not None:
-                usage.merge(exc.usage.to_usage())
-            raise
-        usage.merge(out.usage.to_usage())
+        out = await _run_task(
+            self.up.verifier,
+            "/v1/tasks/stage-scores",
+            body,
+            response_model=StageScoresResponse,
+            clock=clock,
+            usage=usage,
+        )
         return out.judgments
+
+
+async def _run_task(
+    client: ServiceClient,
+    path: str,
+    body: BaseModel,
+    *,
+    response_model: type[TaskT],
+    clock: WaitClock,
+    usage: Usage,
+) -> TaskT:
+    """Call a model-server task; its LLM usage is added to `usage` whether it works or not."""
+    try:
+        out = await client.request(
+            "POST",
+            path,
+            json=body.model_dump(mode="json"),
+            response_model=response_model,
+            clock=clock,
+        )
+    except UpstreamError as exc:
+        if exc.usage is not None:
+            usage.merge(exc.usage.to_usage())
+        raise
+    usage.merge(out.usage.to_usage())
+    return out
 
 
 def _flatten(buffer: BufferView) -> list[Rubric]:

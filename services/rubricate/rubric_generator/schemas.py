@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, Field
 
-from rubricate.common.schemas import UsageOut
+from rubricate.common.schemas import TaskResponse
 from rubricate.core.rubrics import Rubric, RubricSpec, Stage
 
 
@@ -20,8 +20,5 @@ class StageRubricsRequest(BaseModel):
     """The buffer's current rubrics, so the judge skips what they already cover."""
 
 
-class StageRubricsResponse(BaseModel):
+class StageRubricsResponse(TaskResponse):
     rubrics: dict[Stage, list[RubricSpec]]
-    usage: UsageOut
-    model: str
-    backend: str

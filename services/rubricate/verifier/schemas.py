@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, Field
 
-from rubricate.common.schemas import UsageOut
+from rubricate.common.schemas import TaskResponse
 from rubricate.core.rubrics import Judgment, Rubric, Stage
 
 
@@ -14,8 +14,5 @@ class StageScoresRequest(BaseModel):
     """The rubrics to score, each judged on its own stage's text."""
 
 
-class StageScoresResponse(BaseModel):
+class StageScoresResponse(TaskResponse):
     judgments: list[Judgment]
-    usage: UsageOut
-    model: str
-    backend: str
