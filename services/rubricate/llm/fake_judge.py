@@ -7,17 +7,21 @@ nothing. Scores come from markers in the trajectory text:
   error (the answer-only fallback call succeeds);
 - `[[fail-all]]` → every scoring call for that trajectory raises a transport error.
 Generation proposes one positive rubric per stage, numbered by call, unless `fail_generation`.
+Other tasks are answered by `handlers`, keyed by the request's schema name: each takes the
+user prompt and the generation parameters and returns the reply text (or raises).
 """
 
 import asyncio
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rubricate.core.constants import STAGES
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import TransportError
+
+Handler = Callable[[str, GenerationParams], str]
 
 _RUBRIC_LINE = re.compile(r"^(\d+)\. \((plan|research|review|answer)\)", re.M)
 
@@ -31,8 +35,10 @@ class FakeJudgeBackend(LLMBackend):
         fail_generation: bool = False,
         rubrics_per_stage: int = 1,
         delay_s: float = 0.0,
+        handlers: Mapping[str, Handler] | None = None,
     ) -> None:
         self.model = "fake-judge"
+        self.handlers = dict(handlers or {})
         self.fail_generation = fail_generation
         self.rubrics_per_stage = rubrics_per_stage
         self.delay_s = delay_s
@@ -45,7 +51,9 @@ class FakeJudgeBackend(LLMBackend):
         self.calls.append((params.schema_name, user))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
-        if params.schema_name == "stage_rubrics":
+        if params.schema_name in self.handlers:
+            text = self.handlers[params.schema_name](user, params)
+        elif params.schema_name == "stage_rubrics":
             text = self._generate()
         elif params.schema_name == "score_sheet":
             text = self._score(user)

