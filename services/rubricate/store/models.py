@@ -103,3 +103,7 @@ class RubricRow(Base):
             created_step=self.created_step,
             variance=self.variance,
         )
+
+
+# Tables defined in their own modules register on `Base.metadata` when imported.
+from rubricate.store import bank_models as _bank_models  # noqa: E402,F401

@@ -24,7 +24,7 @@ def test_migrations_ship_inside_the_package() -> None:
     assert (MIGRATIONS_DIR / "env.py").is_file()
     assert (MIGRATIONS_DIR / "script.py.mako").is_file()
     assert (MIGRATIONS_DIR / "alembic.ini").is_file()
-    assert head_revision() == "0001"
+    assert head_revision() == "0002"
 
 
 def test_postgres_is_at_head_and_matches_the_models(pg_url: str) -> None:
@@ -60,4 +60,4 @@ def test_migrate_entry_point_uses_the_settings(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "migrated to head" in out.stdout
-    assert current_revision(f"sqlite:///{tmp_path / 'data' / 'rubricate.db'}") == "0001"
+    assert current_revision(f"sqlite:///{tmp_path / 'data' / 'rubricate.db'}") == head_revision()
