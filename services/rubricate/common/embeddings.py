@@ -40,7 +40,7 @@ class Embedder(ABC):
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One L2-normalized vector per text, in order. Blocking: call via a thread in async code."""
+        """One L2-normalized vector per text, in order. Blocking: run it in a thread."""
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -64,7 +64,8 @@ class SentenceTransformerEmbedder(Embedder):
         self.name = cfg.model
         self.batch_size = cfg.batch_size
         self._model: Any = SentenceTransformer(path, device=cfg.device)
-        dim = self._model.get_sentence_embedding_dimension()
+        getter = getattr(self._model, "get_embedding_dimension", None)
+        dim = getter() if getter else self._model.get_sentence_embedding_dimension()
         self.dim = int(dim) if dim else MINILM_DIM
         self._lock = threading.Lock()
 
