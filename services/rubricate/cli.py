@@ -4,6 +4,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,9 +15,14 @@ SERVICES = ("gateway", "rubric-generator", "verifier", "store", "all")
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from rubricate.common.logging import configure_logging
     from rubricate.embedded import DEFAULT_PORTS, EmbeddedPlatform
 
     if args.service == "all":
+        # embedded mode is for people at a terminal: text lines unless RUBRICATE_LOG_FORMAT says
+        configure_logging(
+            service="embedded", fmt=None if os.environ.get("RUBRICATE_LOG_FORMAT") else "text"
+        )
 
         async def run_all() -> None:
             ports = dict(DEFAULT_PORTS)
@@ -49,7 +55,16 @@ def _serve(args: argparse.Namespace) -> int:
         "store": "rubricate.store.app:create_app",
     }[args.service]
     port = args.port or DEFAULT_PORTS[args.service]
-    uvicorn.run(factory, factory=True, host=args.host, port=port, log_level="info")
+    configure_logging(service=args.service)  # JSON lines with request ids
+    uvicorn.run(
+        factory,
+        factory=True,
+        host=args.host,
+        port=port,
+        log_level="info",
+        log_config=None,  # uvicorn's loggers propagate to the JSON handler
+        access_log=False,  # RequestContextMiddleware logs http.request with the request id
+    )
     return 0
 
 
@@ -60,9 +75,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _migrate(_: argparse.Namespace) -> int:
+    from rubricate.common.logging import configure_logging
     from rubricate.store.migrate import upgrade_to_head
     from rubricate.store.settings import StoreSettings
 
+    configure_logging(service="migrate")
     settings = StoreSettings()
     upgrade_to_head(settings.database_url)
     print("rubricate: database migrated to head")

@@ -1,5 +1,7 @@
 """The app factory every service uses: error shape, request ids, body limit, health, metrics."""
 
+import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -12,12 +14,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rubricate.common.errors import ErrorResponse, error_json, install_error_handlers
+from rubricate.common.logging import ACCESS_LOGGER, MAX_REQUEST_ID_CHARS, REQUEST_ID
 from rubricate.common.metrics import HTTP_LATENCY
 
 ReadinessCheck = Callable[[FastAPI], Awaitable[tuple[bool, str]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 _UNMATCHED = "<unmatched>"
+_OPS_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
+
+access_log = logging.getLogger(ACCESS_LOGGER)
 
 
 class RequestContextMiddleware:
@@ -39,8 +45,17 @@ class RequestContextMiddleware:
             return
         headers = dict(scope.get("headers") or [])
         rid_raw = headers.get(b"x-request-id")
-        rid = rid_raw.decode("latin-1")[:128] if rid_raw else uuid.uuid4().hex
+        rid = rid_raw.decode("latin-1")[:MAX_REQUEST_ID_CHARS] if rid_raw else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = rid
+        rid_token = REQUEST_ID.set(rid)
+        try:
+            await self._handle(scope, receive, send, headers, rid)
+        finally:
+            REQUEST_ID.reset(rid_token)
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes], rid: str
+    ) -> None:
         started = time.perf_counter()
         status_holder = [500]
         limit = self.max_body_bytes
@@ -91,8 +106,18 @@ class RequestContextMiddleware:
     def _observe(self, scope: Scope, status: int, started: float) -> None:
         route = scope.get("route")
         template = getattr(route, "path", None) or _UNMATCHED
-        HTTP_LATENCY.labels(self.service, template, scope.get("method", ""), str(status)).observe(
-            time.perf_counter() - started
+        method = scope.get("method", "")
+        elapsed = time.perf_counter() - started
+        HTTP_LATENCY.labels(self.service, template, method, str(status)).observe(elapsed)
+        # one structured access line per request; the probes' only at debug level
+        access_log.log(
+            logging.DEBUG if template in _OPS_ROUTES and status < 500 else logging.INFO,
+            "http.request method=%s route=%s status=%d duration_ms=%.1f",
+            method,
+            template,
+            status,
+            elapsed * 1000,
+            extra={"service": self.service, "method": method, "route": template, "status": status},
         )
 
 
@@ -138,7 +163,8 @@ def create_service_app(
 
     @app.get("/metrics", tags=["ops"])
     async def metrics() -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        # in a thread: custom collectors (queue depth) do blocking reads at scrape time
+        return Response(await asyncio.to_thread(generate_latest), media_type=CONTENT_TYPE_LATEST)
 
     for router in routers:
         app.include_router(router)

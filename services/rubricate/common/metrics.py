@@ -1,6 +1,32 @@
-"""Prometheus metrics, defined once per process with small fixed label sets."""
+"""Prometheus metrics, defined once per process with small fixed label sets.
 
-from prometheus_client import Counter, Histogram
+docs/observability.md lists every metric with its labels and where it is recorded; the
+Grafana dashboards and alert rules under deploy/ may query only what is defined here (checked
+by tests/deploy). Values of the `task` label of JUDGE_LATENCY / LLM_TOKENS / LLM_RETRIES /
+PARSE_FAILURES are the names in JUDGE_TASKS.
+"""
+
+import os
+
+# A Celery worker with the prefork pool exports through prometheus-client's multiprocess mode
+# (rubricate.common.celery_observability): metric files live in this directory, which must
+# exist before the first metric value is created.
+_MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+if _MULTIPROC_DIR:
+    os.makedirs(_MULTIPROC_DIR, exist_ok=True)
+
+from prometheus_client import Counter, Gauge, Histogram  # noqa: E402
+
+JUDGE_TASKS = (
+    "stage_rubric_generation",
+    "stage_scoring",
+    "nugget_verification",
+    "reflection_judging",
+    "step_rubric_generation",
+    "step_verify",
+    "listwise_rank",
+)
+"""The `task` label values of the judge metrics, one per judge task family."""
 
 _LATENCY_BUCKETS = (
     0.001,
@@ -53,4 +79,54 @@ FALLBACKS = Counter(
     "rubricate_fallbacks_total",
     "Scoring fallbacks by kind (no_new_rubrics | answer_only | unscored).",
     ["kind"],
+)
+
+# ----------------------------------------------------------------------------- miner (Celery)
+_JOB_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0)
+
+JOB_DURATION = Histogram(
+    "rubricate_job_duration_seconds",
+    "Duration of one Celery task run by task name and outcome (success | failure | retry).",
+    ["task", "outcome"],
+    buckets=_JOB_BUCKETS,
+)
+QUEUE_DEPTH_METRIC = "rubricate_queue_depth"
+"""Messages waiting in a Celery queue on the Redis broker, by queue. Exported by
+`rubricate.common.queue_metrics.QueueDepthCollector` (read from Redis at scrape time)."""
+QUEUE_BROKER_UP_METRIC = "rubricate_queue_broker_up"
+"""1 when the last queue-depth read reached the broker, else 0 (same collector)."""
+COLLECTED_METRICS: dict[str, tuple[str, ...]] = {
+    QUEUE_DEPTH_METRIC: ("queue",),
+    QUEUE_BROKER_UP_METRIC: (),
+}
+"""Gauges produced by custom collectors rather than defined as metric objects here."""
+
+# ------------------------------------------------------------------------------------ store
+CACHE_LOOKUPS = Counter(
+    "rubricate_store_cache_lookups_total",
+    "Buffer cache lookups by result (hit | miss | error | bypass).",
+    ["result"],
+)
+CACHE_UP = Gauge("rubricate_store_cache_up", "1 while the buffer cache answers, else 0.")
+BUFFER_RUBRICS = Gauge(
+    "rubricate_buffer_rubrics",
+    "Live (not pruned) rubrics in the judge rubric buffers, all tenants, by stage and origin "
+    "(persistent | active). Refreshed by the store from the database.",
+    ["stage", "origin"],
+)
+BUFFER_QUESTIONS = Gauge(
+    "rubricate_buffer_questions",
+    "Questions with a judge rubric buffer, all tenants. Refreshed by the store.",
+)
+BANK_ITEMS = Gauge(
+    "rubricate_bank_items",
+    "Items in the agent rubric bank (one per question), all tenants. Refreshed by the store.",
+)
+
+# -------------------------------------------------------------------------------- upstreams
+UPSTREAM_ERRORS = Counter(
+    "rubricate_upstream_errors_total",
+    "Failed calls from the gateway to an upstream service (each attempt, retried or not), "
+    "by upstream and kind (unreachable | status_5xx | invalid_response).",
+    ["upstream", "kind"],
 )

@@ -1,20 +1,37 @@
-"""The tenant scope every service reads from the same header (API-key auth comes later)."""
+"""The tenant scope of a request, the same way in every service.
+
+With an API key the key decides the tenant (see `common.auth`); a service calling another
+forwards the tenant in `X-Rubricate-Tenant`; in open (embedded) mode that header is trusted and
+defaults to `default`.
+"""
 
 from typing import Annotated, Final
 
-from fastapi import Header
+from fastapi import Depends, Header, Request
 
-TENANT_HEADER: Final = "X-Rubricate-Tenant"
+from rubricate.common.auth import TENANT_HEADER, authenticated_tenant
+
+__all__ = ["DEFAULT_TENANT", "TENANT_HEADER", "TENANT_LEN", "TENANT_PATTERN", "TenantDep"]
+
+DEFAULT_TENANT: Final = "default"
 TENANT_LEN: Final = 64
 TENANT_PATTERN: Final = r"^[A-Za-z0-9_.\-]+$"
 
-TenantDep = Annotated[
-    str,
-    Header(
-        alias=TENANT_HEADER,
-        min_length=1,
-        max_length=TENANT_LEN,
-        pattern=TENANT_PATTERN,
-        description="Tenant scope (authentication arrives with API keys).",
-    ),
-]
+
+def resolve_tenant(
+    request: Request,
+    header: Annotated[
+        str | None,
+        Header(
+            alias=TENANT_HEADER,
+            min_length=1,
+            max_length=TENANT_LEN,
+            pattern=TENANT_PATTERN,
+            description="Tenant scope; with an API key it must match the key's tenant.",
+        ),
+    ] = None,
+) -> str:
+    return authenticated_tenant(request) or header or DEFAULT_TENANT
+
+
+TenantDep = Annotated[str, Depends(resolve_tenant)]

@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from rubricate.common.logging import forward_headers
+from rubricate.common.metrics import UPSTREAM_ERRORS
 from rubricate.common.schemas import UsageOut
 
 T = TypeVar("T", bound=BaseModel)
@@ -102,11 +104,13 @@ class ServiceClient:
         clock: WaitClock | None = None,
     ) -> T:
         attempt = 0
+        headers = forward_headers(headers)  # X-Request-ID of the request being served
         while True:
             started = time.perf_counter()
             try:
                 response = await self._client.request(method, path, json=json, headers=headers)
             except httpx.TransportError as exc:
+                UPSTREAM_ERRORS.labels(self.service, "unreachable").inc()
                 error = UpstreamError(
                     service=self.service,
                     status=None,
@@ -120,6 +124,7 @@ class ServiceClient:
                     try:
                         return response_model.model_validate_json(response.content)
                     except ValidationError as exc:
+                        UPSTREAM_ERRORS.labels(self.service, "invalid_response").inc()
                         raise UpstreamError(
                             service=self.service,
                             status=response.status_code,
@@ -127,6 +132,8 @@ class ServiceClient:
                             message=str(exc),
                         ) from exc
                 error = _error_from(self.service, response)
+                if response.status_code >= 500:  # 4xx answers are for the caller to read
+                    UPSTREAM_ERRORS.labels(self.service, "status_5xx").inc()
                 if response.status_code not in _RETRY_STATUS:
                     if clock is not None:
                         clock.add(started, time.perf_counter())

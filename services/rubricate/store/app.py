@@ -1,6 +1,7 @@
 """The store service app: `create_app(settings)`; `rubricate serve store` runs it."""
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +15,7 @@ from rubricate.store.migrate import upgrade_to_head
 from rubricate.store.routes import router
 from rubricate.store.service import BufferService, BufferStore
 from rubricate.store.settings import StoreSettings
+from rubricate.store.size_metrics import refresh_forever
 
 log = logging.getLogger("rubricate.store")
 
@@ -66,7 +68,13 @@ def create_app(settings: StoreSettings | None = None) -> FastAPI:
                 engine.url.render_as_string(hide_password=True),
                 "redis" if settings.redis_url else "memory",
             )
-            yield
+            sizes = asyncio.create_task(refresh_forever(engine), name="store-size-metrics")
+            try:
+                yield
+            finally:
+                sizes.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sizes
         finally:
             await cache.aclose()
             engine.dispose()

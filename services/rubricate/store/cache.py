@@ -12,19 +12,13 @@ import time
 from collections import OrderedDict
 from typing import Protocol
 
-from prometheus_client import Counter, Gauge
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-log = logging.getLogger("rubricate.store.cache")
+from rubricate.common.metrics import CACHE_LOOKUPS, CACHE_UP
 
-CACHE_LOOKUPS = Counter(
-    "rubricate_store_cache_lookups_total",
-    "Buffer cache lookups by result (hit | miss | error | bypass).",
-    ["result"],
-)
-CACHE_UP = Gauge("rubricate_store_cache_up", "1 while the buffer cache answers, else 0.")
+log = logging.getLogger("rubricate.store.cache")
 
 
 class Cache(Protocol):
