@@ -24,6 +24,8 @@ DOCKER_DIR = ROOT / "deploy" / "docker"
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 GRAFANA_DIR = ROOT / "deploy" / "grafana"
 DASHBOARD_FILE = GRAFANA_DIR / "dashboards" / "judge-latency.json"
+"""The home dashboard (Grafana's default); every dashboard is in DASHBOARD_FILES."""
+DASHBOARD_FILES = sorted((GRAFANA_DIR / "dashboards").glob("*.json"))
 CHART_DIR = ROOT / "helm" / "rubricate"
 INSTALL_TOOLS = "python deploy/scripts/install_deploy_tools.py"
 
@@ -33,18 +35,32 @@ INSTALL_TOOLS = "python deploy/scripts/install_deploy_tools.py"
 HISTOGRAMS: dict[str, frozenset[str]] = {
     "rubricate_judge_latency_seconds": frozenset({"task", "stage", "backend"}),
     "rubricate_http_request_duration_seconds": frozenset({"service", "route", "method", "status"}),
+    "rubricate_job_duration_seconds": frozenset({"task", "outcome"}),
+    "rubricate_grpc_request_duration_seconds": frozenset({"method", "code"}),
 }
 COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_fallbacks_total": frozenset({"kind"}),
     "rubricate_llm_tokens_total": frozenset({"task", "backend", "kind"}),
     "rubricate_llm_retries_total": frozenset({"task", "reason"}),
     "rubricate_llm_parse_failures_total": frozenset({"task"}),
+    "rubricate_store_cache_lookups_total": frozenset({"result"}),
+    "rubricate_upstream_errors_total": frozenset({"upstream", "kind"}),
+}
+GAUGES: dict[str, frozenset[str]] = {
+    "rubricate_store_cache_up": frozenset(),
+    "rubricate_buffer_rubrics": frozenset({"stage", "origin"}),
+    "rubricate_buffer_questions": frozenset(),
+    "rubricate_bank_items": frozenset(),
+    # from rubricate.common.queue_metrics.QueueDepthCollector
+    "rubricate_queue_depth": frozenset({"queue"}),
+    "rubricate_queue_broker_up": frozenset(),
 }
 ALLOWED_METRICS: dict[str, frozenset[str]] = {
     **{f"{name}_bucket": labels | {"le"} for name, labels in HISTOGRAMS.items()},
     **{f"{name}_count": labels for name, labels in HISTOGRAMS.items()},
     **{f"{name}_sum": labels for name, labels in HISTOGRAMS.items()},
     **COUNTERS,
+    **GAUGES,
 }
 # Labels Prometheus attaches to every scraped series (job, instance) or that our scrape
 # configs add (component).

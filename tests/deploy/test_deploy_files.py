@@ -28,7 +28,9 @@ from .support import (
     COMPOSE_FILE,
     COUNTERS,
     DASHBOARD_FILE,
+    DASHBOARD_FILES,
     DOCKER_DIR,
+    GAUGES,
     GRAFANA_DIR,
     HISTOGRAMS,
     PROMETHEUS_DIR,
@@ -50,12 +52,19 @@ from .support import (
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 VERSION = PYPROJECT["project"]["version"]
 
-HTTP_SERVICES = {"gateway": 8000, "rubric-generator": 8001, "verifier": 8002, "store": 8003}
+HTTP_SERVICES = {
+    "gateway": 8000,
+    "rubric-generator": 8001,
+    "verifier": 8002,
+    "store": 8003,
+    "miner": 8004,
+}
+WORKER_APP = "rubricate.miner.celery_app"
 PROFILES = {
     None: {"postgres", "redis", "qdrant", "migrate", "store", "gateway", "prometheus", "grafana"},
     "cpu": {"rubric-generator", "verifier"},
     "gpu": {"vllm-generator", "vllm-verifier", "rubric-generator-gpu", "verifier-gpu"},
-    "miner": {"miner"},
+    "miner": {"miner", "miner-worker"},
 }
 VLLM_FLAGS = (
     "--enable-prefix-caching",
@@ -69,6 +78,7 @@ VLLM_FLAGS = (
 def test_allowed_metric_list_matches_the_services_metrics() -> None:
     """The list the dashboard and alert checks use is what rubricate.common.metrics defines."""
     from prometheus_client import Counter as PromCounter
+    from prometheus_client import Gauge as PromGauge
     from prometheus_client import Histogram as PromHistogram
 
     from rubricate.common import metrics
@@ -79,7 +89,11 @@ def test_allowed_metric_list_matches_the_services_metrics() -> None:
             found[value._name] = frozenset(value._labelnames)
         elif isinstance(value, PromCounter):
             found[f"{value._name}_total"] = frozenset(value._labelnames)
-    assert found == {**HISTOGRAMS, **COUNTERS}
+        elif isinstance(value, PromGauge):
+            found[value._name] = frozenset(value._labelnames)
+    for name, labels in metrics.COLLECTED_METRICS.items():
+        found[name] = frozenset(labels)
+    assert found == {**HISTOGRAMS, **COUNTERS, **GAUGES}
 
 
 def test_promql_scanner_finds_metrics_and_labels() -> None:
@@ -338,7 +352,36 @@ def test_migrate_runs_once_before_the_services(services: dict[str, dict[str, Any
     store_env = services["store"]["environment"]
     assert urlparse(store_env["RUBRICATE_REDIS_URL"]).hostname == "redis"
     assert urlparse(store_env["RUBRICATE_QDRANT_URL"]).hostname == "qdrant"
-    assert urlparse(services["miner"]["environment"]["RUBRICATE_BROKER_URL"]).hostname == "redis"
+    assert urlparse(services["miner"]["environment"]["RUBRICATE_MINER_BROKER_URL"]).hostname == (
+        "redis"
+    )
+
+
+def test_miner_worker_and_grpc_in_compose(
+    services: dict[str, dict[str, Any]], prometheus_config: dict[str, Any]
+) -> None:
+    worker = services["miner-worker"]
+    assert worker["command"][:4] == ["celery", "-A", WORKER_APP, "worker"]
+    assert f"celery -A {WORKER_APP} inspect ping" in " ".join(worker["healthcheck"]["test"])
+    env = worker["environment"]
+    assert env["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
+    broker = urlparse(env["RUBRICATE_MINER_BROKER_URL"])
+    assert broker.hostname == "redis" and broker.path == "/1", "broker on its own database"
+    targets = {
+        target: job["job_name"]
+        for job in prometheus_config["scrape_configs"]
+        for static in job["static_configs"]
+        for target in static["targets"]
+    }
+    assert targets[f"miner-worker:{env['RUBRICATE_WORKER_METRICS_PORT']}"] == (
+        "rubricate-miner-worker"
+    )
+    miner_env = services["miner"]["environment"]
+    assert miner_env["RUBRICATE_MINER_BROKER_URL"] == env["RUBRICATE_MINER_BROKER_URL"]
+    gateway = services["gateway"]
+    assert urlparse(gateway["environment"]["RUBRICATE_GATEWAY_MINER_URL"]).hostname == "miner"
+    grpc_port = gateway["environment"]["RUBRICATE_GATEWAY_GRPC_PORT"]
+    assert any(p.endswith(f":{grpc_port}") for p in gateway["ports"])
 
 
 def test_gateway_upstreams_resolve_in_every_profile(services: dict[str, dict[str, Any]]) -> None:
@@ -544,11 +587,26 @@ def test_promtool_alert_unit_tests() -> None:
 
 
 # ==================================================================================== Grafana
-@pytest.fixture(scope="module")
-def dashboard() -> dict[str, Any]:
-    data = json.loads(DASHBOARD_FILE.read_text(encoding="utf-8"))
+def _load_dashboard(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
     assert isinstance(data, dict)
     return data
+
+
+@pytest.fixture(scope="module", params=[p.name for p in DASHBOARD_FILES])
+def dashboard(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return _load_dashboard(GRAFANA_DIR / "dashboards" / request.param)
+
+
+@pytest.fixture(scope="module")
+def all_dashboards() -> list[dict[str, Any]]:
+    return [_load_dashboard(path) for path in DASHBOARD_FILES]
+
+
+def test_dashboards_have_distinct_uids(all_dashboards: list[dict[str, Any]]) -> None:
+    assert DASHBOARD_FILE in DASHBOARD_FILES and len(DASHBOARD_FILES) >= 2
+    uids = [d["uid"] for d in all_dashboards]
+    assert len(uids) == len(set(uids))
 
 
 def _panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
@@ -591,9 +649,8 @@ def test_dashboard_is_well_formed(dashboard: dict[str, Any]) -> None:
 
 
 def test_dashboard_uses_only_exported_metrics(dashboard: dict[str, Any]) -> None:
-    used: set[str] = set()
     for expr in _exprs(dashboard):
-        used |= check_promql(expr).metrics
+        check_promql(expr)
     for variable in dashboard["templating"]["list"]:
         if variable["type"] != "query":
             continue
@@ -602,12 +659,19 @@ def test_dashboard_uses_only_exported_metrics(dashboard: dict[str, Any]) -> None
         metric, label = match.groups()
         assert label in ALLOWED_METRICS[metric], variable["definition"]
         assert variable["query"]["query"] == variable["definition"]
+
+
+def test_every_exported_metric_has_a_panel(all_dashboards: list[dict[str, Any]]) -> None:
+    used: set[str] = set()
+    for dashboard in all_dashboards:
+        for expr in _exprs(dashboard):
+            used |= scan_promql(expr).metrics
     base = {re.sub(r"_(bucket|count|sum)$", "", name) for name in used}
-    assert base == set(HISTOGRAMS) | set(COUNTERS), "every exported metric has a panel"
+    assert base == set(HISTOGRAMS) | set(COUNTERS) | set(GAUGES)
 
 
-def test_dashboard_has_the_required_panels(dashboard: dict[str, Any]) -> None:
-    exprs = [" ".join(e.split()) for e in _exprs(dashboard)]
+def test_dashboards_have_the_required_panels(all_dashboards: list[dict[str, Any]]) -> None:
+    exprs = [" ".join(e.split()) for d in all_dashboards for e in _exprs(d)]
 
     def has(*parts: str) -> bool:
         return any(all(part in e for part in parts) for e in exprs)
@@ -623,6 +687,20 @@ def test_dashboard_has_the_required_panels(dashboard: dict[str, Any]) -> None:
     assert has("rubricate_llm_tokens_total", "by (task, backend, kind)")
     assert has("rubricate_llm_retries_total", "by (task, reason)")
     assert has("rubricate_llm_parse_failures_total", "by (task)")
+    # tokens per judge call and per scoring request (one group of a training step)
+    assert has("rubricate_llm_tokens_total", "group_left sum by (task)", "judge_latency")
+    assert has("rubricate_llm_tokens_total", "group_left sum(rate(", f"{http}_count")
+    # error and fallback rates as ratios
+    assert has("rubricate_llm_parse_failures_total", "/ sum by (task)")
+    assert has("rubricate_fallbacks_total", "/ ignoring(kind)")
+    assert has("rubricate_upstream_errors_total", "by (upstream, kind)")
+    # the miner's queue and jobs, the store's sizes and cache
+    assert has("max by (queue) (rubricate_queue_depth")
+    for quantile in ("0.5", "0.95", "0.99"):
+        assert has(f"histogram_quantile({quantile},", "rubricate_job_duration_seconds_bucket")
+    assert has("max by (stage, origin) (rubricate_buffer_rubrics)")
+    assert has("max(rubricate_bank_items)")
+    assert has('rubricate_store_cache_lookups_total{result="hit"}')
 
 
 def test_promtool_parses_every_dashboard_query(dashboard: dict[str, Any], tmp_path: Path) -> None:
@@ -679,7 +757,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "miner": {"enabled": True},
         "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
         "prometheusRule": {"enabled": True},
-        "gateway": {"grpc": {"enabled": True}},
+        "gateway": {"grpc": {"enabled": True, "port": 50052}},
         "config": {"env": {"RUBRICATE_GATEWAY_SCORING_CONCURRENCY": 32}},
     },
     "external-stores": {
@@ -696,7 +774,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "huggingface": {"token": "hf_x"},
     },
     "existing-secret": {"existingSecret": "rubricate-credentials", "miner": {"enabled": True}},
-    "embedded": {"llm": {"backend": "embedded", "nThreads": 8}},
+    "embedded": {
+        "llm": {"backend": "embedded", "nThreads": 8},
+        "gateway": {"grpc": {"enabled": False}},
+    },
     "mixed-backends": {
         "rubricGenerator": {"llm": {"model": "Qwen/Qwen2.5-14B-Instruct", "tensorParallelSize": 2}},
         "verifier": {"llm": {"backend": "embedded"}},
@@ -806,7 +887,7 @@ def check_manifests(docs: list[dict[str, Any]], values: dict[str, Any]) -> None:
         d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in deployments.values()
     }
     expected = {"gateway", "store", "rubric-generator", "verifier"} | (
-        {"miner"} if values["miner"]["enabled"] else set()
+        {"miner", "miner-worker"} if values["miner"]["enabled"] else set()
     )
     assert set(components) == expected
 
@@ -825,9 +906,16 @@ def check_manifests(docs: list[dict[str, Any]], values: dict[str, Any]) -> None:
         (container,) = matching[0]["spec"]["template"]["spec"]["containers"]
         port_names = {p["name"] for p in container["ports"]}
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+    # every component has a Service (the worker's serves its metrics only)
     assert {s["metadata"]["labels"]["app.kubernetes.io/component"] for s in services.values()} == (
-        expected - {"miner"}
+        expected
     )
+    gateway_service = services[components["gateway"]["metadata"]["name"]]
+    grpc = values["gateway"]["grpc"]
+    grpc_ports = [p for p in gateway_service["spec"]["ports"] if p["name"] == "grpc"]
+    assert bool(grpc_ports) == grpc["enabled"]
+    if grpc["enabled"]:
+        assert grpc_ports[0]["port"] == grpc["port"]
 
     # the gateway's upstream URLs name rendered Services on their ports
     (config,) = config_maps.values()
@@ -836,13 +924,20 @@ def check_manifests(docs: list[dict[str, Any]], values: dict[str, Any]) -> None:
         service = services[url.hostname]
         assert url.port in {p["port"] for p in service["spec"]["ports"]}
     assert config["data"]["RUBRICATE_AUTO_MIGRATE"] == "false"
+    if values["miner"]["enabled"]:
+        for key in ("RUBRICATE_GATEWAY_MINER_URL", "RUBRICATE_MINER_VERIFIER_URL"):
+            url = urlparse(config["data"][key])
+            assert url.port in {p["port"] for p in services[url.hostname]["spec"]["ports"]}
+    else:
+        assert "RUBRICATE_GATEWAY_MINER_URL" not in config["data"]
     assert config["data"]["RUBRICATE_QDRANT_URL"] == values["externalQdrant"]["url"]
     for name, value in values["config"]["env"].items():
         assert config["data"][name] == str(value)
 
-    # HPAs: gateway always (by default), miner when enabled; they own the replica count
+    # HPAs: gateway always (by default), the miner's workers when enabled; they own the
+    # replica count
     hpas = _by_kind(docs, "HorizontalPodAutoscaler")
-    expected_hpas = {"gateway"} | ({"miner"} if values["miner"]["enabled"] else set())
+    expected_hpas = {"gateway"} | ({"miner-worker"} if values["miner"]["enabled"] else set())
     assert {h["metadata"]["labels"]["app.kubernetes.io/component"] for h in hpas.values()} == (
         expected_hpas
     )
@@ -899,12 +994,18 @@ def _check_pod(
         elif not ref.get("optional"):
             assert ref["key"] in secrets[ref["name"]]["stringData"], f"{name}: {ref}"
 
-    if component == "miner":
-        assert container["args"][:4] == ["celery", "-A", "rubricate.miner.worker", "worker"]
-        assert "celery -A rubricate.miner.worker inspect ping" in " ".join(
+    if component == "miner-worker":
+        assert container["args"][:4] == ["celery", "-A", WORKER_APP, "worker"]
+        assert f"celery -A {WORKER_APP} inspect ping" in " ".join(
             container["livenessProbe"]["exec"]["command"]
         )
-        assert {"RUBRICATE_BROKER_URL", "RUBRICATE_DATABASE_URL"} <= set(env)
+        assert {"RUBRICATE_MINER_BROKER_URL", "RUBRICATE_DATABASE_URL"} <= set(env)
+        metrics_port = values["miner"]["worker"]["metricsPort"]
+        assert {"name": "http", "containerPort": metrics_port, "protocol": "TCP"} in container[
+            "ports"
+        ]
+        assert env["RUBRICATE_WORKER_METRICS_PORT"]["value"] == str(metrics_port)
+        assert env["PROMETHEUS_MULTIPROC_DIR"]["value"].startswith("/tmp/")
         return
 
     # HTTP services: `rubricate serve <component> --port N`, probes on /healthz and /readyz
@@ -918,6 +1019,8 @@ def _check_pod(
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     if component == "store":
         assert {"RUBRICATE_DATABASE_URL", "RUBRICATE_REDIS_URL"} <= set(env)
+    if component == "miner":
+        assert {"RUBRICATE_MINER_BROKER_URL", "RUBRICATE_DATABASE_URL"} <= set(env)
     if component == "gateway":
         assert "RUBRICATE_DATABASE_URL" not in env, "least privilege: the gateway has no DB"
         grpc = values["gateway"]["grpc"]

@@ -130,3 +130,9 @@ UPSTREAM_ERRORS = Counter(
     "by upstream and kind (unreachable | status_5xx | invalid_response).",
     ["upstream", "kind"],
 )
+GRPC_LATENCY = Histogram(
+    "rubricate_grpc_request_duration_seconds",
+    "gRPC call latency on the gateway by method and status code.",
+    ["method", "code"],
+    buckets=_LATENCY_BUCKETS,
+)
