@@ -5,7 +5,10 @@ import httpx
 from fastapi import FastAPI
 
 from rubricate.common.app import create_service_app
+from rubricate.gateway import reflection_routes
+from rubricate.gateway.bank_proxy import BankProxy
 from rubricate.gateway.clients import ServiceClient
+from rubricate.gateway.reflections import ReflectionService, ReflectionSettings
 from rubricate.gateway.routes import router
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.gateway.stagewise import StagewiseService, Upstreams
@@ -46,15 +49,23 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upstreams = build_upstreams(cfg)
         app.state.stagewise = StagewiseService(upstreams=upstreams, settings=cfg)
+        app.state.reflections = ReflectionService(
+            verifier=upstreams.verifier,
+            store=upstreams.store,
+            settings=cfg,
+            reflection=ReflectionSettings(),
+        )
+        app.state.bank_proxy = BankProxy(cfg)
         try:
             yield
         finally:
+            await app.state.bank_proxy.aclose()
             await upstreams.aclose()
 
     return create_service_app(
         service="gateway",
         title="Rubricate gateway",
-        routers=[router],
+        routers=[router, reflection_routes.router],
         lifespan=lifespan,
         readiness=[("upstreams", _upstreams_ready)],
         max_body_bytes=cfg.max_body_bytes,

@@ -98,6 +98,9 @@ class Timing(BaseModel):
 
 class StagewiseScoreResponse(BaseModel):
     question_id: str
+    scoring_id: str | None = None
+    """Refer to this scoring's judgments by id in `/v1/reflections/score`; null when the
+    store could not keep them (then send the judgments inline)."""
     mode: Literal["stagewise", "terminal"]
     lambda_: list[list[float]] = Field(serialization_alias="lambda")
     rollouts: list[RolloutResult]

@@ -28,6 +28,7 @@ from rubricate.core.ssgrpo import default_lambda, validate_lambda
 from rubricate.core.stages import StageSpans, parse_stages
 from rubricate.core.stagewise import RolloutJudgments, score_group
 from rubricate.gateway.clients import ServiceClient, UpstreamError, WaitClock
+from rubricate.gateway.reflections import keep_scoring
 from rubricate.gateway.schemas import (
     Fallback,
     GenerationInfo,
@@ -186,6 +187,16 @@ class StagewiseService:
                 request.rollouts, parsed, outcomes, group.rollouts, strict=True
             )
         ]
+        rubric_set = {s: [_out(r) for r in rubrics if r.stage == s] for s in STAGES}
+        scoring_id = await keep_scoring(
+            self.up.store,
+            tenant=tenant,
+            question_id=qid,
+            request=request,
+            rubrics=rubric_set,
+            results=results,
+            clock=clock,
+        )
         total = time.perf_counter() - started
         upstream = clock.total()
         log.info(
@@ -198,10 +209,11 @@ class StagewiseService:
         )
         return StagewiseScoreResponse(
             question_id=qid,
+            scoring_id=scoring_id,
             mode=request.mode,
             lambda_=lam,
             rollouts=results,
-            rubrics={s: [_out(r) for r in rubrics if r.stage == s] for s in STAGES},
+            rubrics=rubric_set,
             pruned=pruned,
             generation=generation,
             unscored_stages=group.unscored_stages,

@@ -9,6 +9,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from rubricate.common.app import ReadinessCheck, create_service_app
+from rubricate.common.embeddings import Embedder
+from rubricate.store import bank_routes
+from rubricate.store.bank_service import build_bank_service
 from rubricate.store.cache import Cache, GuardedCache, MemoryCache, RedisCache
 from rubricate.store.db import make_engine
 from rubricate.store.migrate import upgrade_to_head
@@ -42,7 +45,10 @@ async def _cache_ready(app: FastAPI) -> tuple[bool, str]:
     return False, "cache unreachable"
 
 
-def create_app(settings: StoreSettings | None = None) -> FastAPI:
+def create_app(
+    settings: StoreSettings | None = None, *, embedder: Embedder | None = None
+) -> FastAPI:
+    """`embedder`: the bank's question embedder (default: the shared MiniLM model)."""
     settings = settings or StoreSettings()
 
     @asynccontextmanager
@@ -63,6 +69,9 @@ def create_app(settings: StoreSettings | None = None) -> FastAPI:
             app.state.cache = cache
             app.state.store = store
             app.state.buffers = BufferService(store, cache, ttl_s=settings.cache_ttl_s)
+            app.state.bank = build_bank_service(
+                engine=engine, data_dir=settings.data_dir, buffer_cache=cache, embedder=embedder
+            )
             log.info(
                 "store.started database=%s cache=%s",
                 engine.url.render_as_string(hide_password=True),
@@ -76,6 +85,9 @@ def create_app(settings: StoreSettings | None = None) -> FastAPI:
                 with contextlib.suppress(asyncio.CancelledError):
                     await sizes
         finally:
+            bank = getattr(app.state, bank_routes.STATE_NAME, None)
+            if bank is not None:
+                await asyncio.to_thread(bank.close)
             await cache.aclose()
             engine.dispose()
 
@@ -85,7 +97,7 @@ def create_app(settings: StoreSettings | None = None) -> FastAPI:
     return create_service_app(
         service="store",
         title="Rubricate store",
-        routers=[router],
+        routers=[router, bank_routes.router],
         lifespan=lifespan,
         readiness=readiness,
         max_body_bytes=settings.store_max_body_bytes,

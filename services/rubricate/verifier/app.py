@@ -3,6 +3,8 @@ from fastapi import FastAPI
 from rubricate.common.model_server import TaskSettings, create_model_server_app
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.settings import LLMSettings
+from rubricate.verifier import reflection_routes
+from rubricate.verifier.reflection_service import ReflectionJudgeService
 from rubricate.verifier.routes import router
 from rubricate.verifier.service import VerifierService
 
@@ -20,4 +22,10 @@ def create_app(
         llm=llm,
         tasks=tasks,
         backend=backend,
+        extra_routers=[reflection_routes.router],
+        extra_services={
+            reflection_routes.STATE_NAME: lambda b, t, s: ReflectionJudgeService(
+                backend=b, tasks=t, llm=s
+            ),
+        },
     )

@@ -44,9 +44,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("tenant", "scoring_id", name=op.f("pk_stagewise_scorings")),
     )
-    op.create_index(
-        op.f("ix_stagewise_scorings_created_at"), "stagewise_scorings", ["created_at"]
-    )
+    op.create_index(op.f("ix_stagewise_scorings_created_at"), "stagewise_scorings", ["created_at"])
     op.create_table(
         "bank_snapshots",
         sa.Column("tenant", sa.String(64), nullable=False),

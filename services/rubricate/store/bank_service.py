@@ -1,0 +1,247 @@
+"""The bank service: database work and embeddings in worker threads, the vector index beside.
+
+The embedding model and the vector index are opened on first use (the store starts fast and
+pays for them only when the bank is used). The database is the record; the vector index is
+derived from it and can be rebuilt (`reindex`) at any time.
+"""
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from rubricate.common.embeddings import Embedder, EmbeddingSettings, shared_embedder
+from rubricate.core.normalize import question_hash
+from rubricate.store.bank import BankStore
+from rubricate.store.bank_index import BankIndex, BankSettings
+from rubricate.store.bank_schemas import (
+    BankItemIn,
+    BankStats,
+    OfferResponse,
+    RestoreResponse,
+    RetrievedItem,
+    RetrieveRequest,
+    RetrieveResponse,
+    Scoring,
+    ScoringIn,
+    SnapshotInfo,
+)
+from rubricate.store.bank_snapshots import SnapshotStore
+from rubricate.store.cache import Cache
+from rubricate.store.service import cache_key
+
+log = logging.getLogger("rubricate.store.bank")
+
+
+class IndexUnavailableError(RuntimeError):
+    """The embedding model or the vector index failed (cross-episode retrieval needs both)."""
+
+
+class BankService:
+    def __init__(
+        self,
+        *,
+        store: BankStore,
+        snapshots: SnapshotStore,
+        settings: BankSettings,
+        data_dir: Path,
+        embedder_factory: Callable[[], Embedder],
+        buffer_cache: Cache,
+    ) -> None:
+        self.store = store
+        self.snapshots = snapshots
+        self.settings = settings
+        self.data_dir = data_dir
+        self._embedder_factory = embedder_factory
+        self._embedder: Embedder | None = None
+        self._index: BankIndex | None = None
+        self._open_lock = threading.Lock()
+        self.buffer_cache = buffer_cache
+
+    # --- lazily opened model and index ----------------------------------------------------
+
+    def _vectors(self) -> tuple[Embedder, BankIndex]:
+        with self._open_lock:
+            try:
+                if self._embedder is None:
+                    self._embedder = self._embedder_factory()
+                if self._index is None:
+                    self._index = BankIndex.open(
+                        self.settings, data_dir=self.data_dir, dim=self._embedder.dim
+                    )
+                    self._index.ensure()
+            except Exception as exc:
+                raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+            return self._embedder, self._index
+
+    def _index_questions(self, tenant: str, pairs: list[tuple[str, str]]) -> None:
+        embedder, index = self._vectors()
+        try:
+            for start in range(0, len(pairs), 256):
+                chunk = pairs[start : start + 256]
+                vectors = embedder.embed([q for _, q in chunk])
+                index.upsert(tenant, [(h, v) for (h, _), v in zip(chunk, vectors, strict=True)])
+        except Exception as exc:
+            raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+
+    def _ensure_indexed(self, tenant: str, qhash: str, question: str) -> bool:
+        try:
+            _, index = self._vectors()
+            if not index.has(tenant, qhash):
+                self._index_questions(tenant, [(qhash, question)])
+            return True
+        except Exception as exc:
+            log.warning(
+                "bank.index_failed tenant=%s question_hash=%s error=%s", tenant, qhash[:12], exc
+            )
+            return False
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    # --- items ----------------------------------------------------------------------------
+
+    async def offer(self, tenant: str, item: BankItemIn) -> OfferResponse:
+        qhash = question_hash(item.question)
+        outcome = await asyncio.to_thread(self.store.offer, tenant, qhash, item)
+        indexed = await asyncio.to_thread(
+            self._ensure_indexed, tenant, qhash, outcome.item.question
+        )
+        reason = (
+            "written"
+            if outcome.written
+            else f"kept the item of step {outcome.item.step}, newer than step {item.step}"
+        )
+        return OfferResponse(
+            written=outcome.written, reason=reason, item=outcome.item, indexed=indexed
+        )
+
+    async def get(self, tenant: str, qhash: str) -> RetrievedItem | None:
+        item = await asyncio.to_thread(self.store.get, tenant, qhash)
+        return None if item is None else RetrievedItem(**item.model_dump())
+
+    async def retrieve(self, tenant: str, request: RetrieveRequest) -> RetrieveResponse:
+        """Within: the item of the same normalized question (exact hash). Cross: the top-k
+        items of other questions by embedding inner product (App. D.5)."""
+        qhash = question_hash(request.question)
+        if request.mode == "within":
+            item = await asyncio.to_thread(self.store.get, tenant, qhash)
+            items = [] if item is None else [RetrievedItem(**item.model_dump())]
+            return RetrieveResponse(mode="within", question_hash=qhash, items=items)
+        hits = await asyncio.to_thread(self._search, tenant, request.question, qhash, request.k)
+        found = await asyncio.to_thread(self.store.get_many, tenant, [h for h, _ in hits])
+        items = [
+            RetrievedItem(**found[h].model_dump(), similarity=score)
+            for h, score in hits
+            if h in found  # an index point whose item a restore removed is skipped
+        ]
+        return RetrieveResponse(mode="cross", question_hash=qhash, items=items)
+
+    def _search(self, tenant: str, question: str, qhash: str, k: int) -> list[tuple[str, float]]:
+        embedder, index = self._vectors()
+        try:
+            vector = embedder.embed([question])[0]
+            return index.search(tenant, vector, k=k, exclude_hash=qhash)
+        except Exception as exc:
+            raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def stats(self, tenant: str) -> BankStats:
+        items = await asyncio.to_thread(self.store.count, tenant)
+        try:
+            _, index = await asyncio.to_thread(self._vectors)
+            indexed: int | None = await asyncio.to_thread(index.count, tenant)
+        except Exception as exc:
+            log.warning("bank.index_count_failed tenant=%s error=%s", tenant, exc)
+            indexed = None
+        return BankStats(items=items, indexed=indexed)
+
+    async def reindex(self, tenant: str) -> int:
+        """Rebuild the tenant's vector index from the database; returns the items indexed."""
+        pairs = await asyncio.to_thread(self.store.questions, tenant)
+
+        def rebuild() -> None:
+            _, index = self._vectors()
+            try:
+                index.delete_tenant(tenant)
+            except Exception as exc:
+                raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+            self._index_questions(tenant, pairs)
+
+        await asyncio.to_thread(rebuild)
+        log.info("bank.reindexed tenant=%s items=%d", tenant, len(pairs))
+        return len(pairs)
+
+    # --- snapshots ------------------------------------------------------------------------
+
+    async def snapshot(self, tenant: str, step: int, *, replace: bool) -> SnapshotInfo:
+        return await asyncio.to_thread(lambda: self.snapshots.create(tenant, step, replace=replace))
+
+    async def list_snapshots(self, tenant: str) -> list[SnapshotInfo]:
+        return await asyncio.to_thread(self.snapshots.list, tenant)
+
+    async def restore(self, tenant: str, step: int) -> RestoreResponse:
+        restored = await asyncio.to_thread(self.snapshots.restore, tenant, step)
+        for qid in restored.question_ids:
+            await self.buffer_cache.delete(cache_key(tenant, qid))
+        try:
+            await self.reindex(tenant)
+            indexed = True
+        except IndexUnavailableError as exc:
+            log.warning("bank.restore_index_failed tenant=%s error=%s", tenant, exc)
+            indexed = False
+        return RestoreResponse(**restored.info.model_dump(), indexed=indexed)
+
+    async def export_lines(self, tenant: str, step: int) -> Iterator[str]:
+        return await asyncio.to_thread(self.snapshots.export_lines, tenant, step)
+
+    async def import_lines(
+        self, tenant: str, lines: Iterable[str], *, replace: bool
+    ) -> SnapshotInfo:
+        return await asyncio.to_thread(
+            lambda: self.snapshots.import_lines(tenant, lines, replace=replace)
+        )
+
+    # --- stored scorings ------------------------------------------------------------------
+
+    async def put_scoring(self, tenant: str, scoring: ScoringIn) -> Scoring:
+        return await asyncio.to_thread(
+            lambda: self.store.put_scoring(
+                tenant, scoring, retention_s=self.settings.scoring_retention_s
+            )
+        )
+
+    async def get_scoring(self, tenant: str, scoring_id: str) -> Scoring | None:
+        return await asyncio.to_thread(self.store.get_scoring, tenant, scoring_id)
+
+
+def build_bank_service(
+    *,
+    engine: Engine,
+    data_dir: Path,
+    buffer_cache: Cache,
+    embedder: Embedder | None = None,
+    settings: BankSettings | None = None,
+) -> BankService:
+    """The bank service of a store app; `embedder` defaults to the shared MiniLM model
+    (`RUBRICATE_EMBEDDING_*`), loaded on first use."""
+    cfg = settings or BankSettings()
+
+    def load() -> Embedder:
+        if embedder is not None:
+            return embedder
+        emb = EmbeddingSettings()
+        return shared_embedder(emb.model, emb.device)
+
+    return BankService(
+        store=BankStore(engine),
+        snapshots=SnapshotStore(engine),
+        settings=cfg,
+        data_dir=data_dir,
+        embedder_factory=load,
+        buffer_cache=buffer_cache,
+    )

@@ -1,0 +1,76 @@
+"""Reflection judging (RubricEM App. D.6.2): one structured LLM call per candidate."""
+
+import logging
+import time
+from typing import Any
+
+from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
+from rubricate.common.model_server import TaskSettings
+from rubricate.common.schemas import UsageOut
+from rubricate.llm.base import GenerationParams, LLMBackend
+from rubricate.llm.settings import LLMSettings
+from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.tasks import reflection_judging
+from rubricate.llm.usage import Usage
+from rubricate.verifier.reflection_schemas import ReflectionScoresRequest, ReflectionScoresResponse
+
+log = logging.getLogger("rubricate.verifier")
+
+TASK = "reflection_judging"
+TRAJECTORY_BUDGET_STAGES = 2
+"""The whole trajectory is clipped to this many per-stage budgets (head and tail kept, so
+the final answer stays in view)."""
+
+
+class ReflectionJudgeService:
+    def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
+        self.backend = backend
+        self.tasks = tasks
+        self.llm = llm
+        self._schema: dict[str, Any] = reflection_judging.verdict_schema(
+            json_schema_for(reflection_judging.ReflectionVerdict)
+        )
+
+    async def score(self, request: ReflectionScoresRequest) -> ReflectionScoresResponse:
+        messages = reflection_judging.build_messages(
+            question=request.question,
+            trajectory=request.trajectory,
+            stage_scores=request.stage_scores,
+            evidence=request.evidence,
+            candidate=request.candidate,
+            max_trajectory_chars=self.tasks.max_chars_per_stage * TRAJECTORY_BUDGET_STAGES,
+        )
+        params = GenerationParams(
+            temperature=self.tasks.scoring_temperature,
+            max_tokens=self.tasks.scoring_max_tokens,
+            json_schema=self._schema,
+            schema_name=reflection_judging.SCHEMA_NAME,
+        )
+        usage = Usage()
+        started = time.perf_counter()
+        try:
+            verdict = await complete_structured(
+                self.backend,
+                messages,
+                output=reflection_judging.ReflectionVerdict,
+                params=params,
+                usage=usage,
+                task=TASK,
+                max_retries=self.llm.max_retries,
+                backoff_base_s=self.llm.backoff_base_s,
+                backoff_max_s=self.llm.backoff_max_s,
+            )
+        finally:
+            elapsed = time.perf_counter() - started
+            JUDGE_LATENCY.labels(TASK, "reflection", self.backend.name).observe(elapsed)
+            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
+            LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
+        log.info("reflection.judged evidence=%d seconds=%.1f", len(request.evidence), elapsed)
+        return ReflectionScoresResponse(
+            within=verdict.within.as_unit(),
+            cross=verdict.cross.as_unit(),
+            rationale=verdict.rationale,
+            usage=UsageOut.of(usage),
+            model=self.backend.model,
+            backend=self.backend.name,
+        )
