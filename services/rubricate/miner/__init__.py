@@ -1,0 +1,1 @@
+"""The miner service: corpora (Qdrant), nugget-mining jobs on Celery workers, mined nuggets."""

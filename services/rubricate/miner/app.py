@@ -1,0 +1,88 @@
+"""The miner service app: `create_app(settings)`; `rubricate serve miner` runs it (port 8004)."""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from rubricate.common.app import create_service_app
+from rubricate.miner import celery_app, tasks
+from rubricate.miner.routes import router
+from rubricate.miner.runner import MinerRuntime
+from rubricate.miner.service import Dispatcher, MinerService
+from rubricate.miner.settings import MinerSettings
+from rubricate.store.migrate import upgrade_to_head
+
+log = logging.getLogger("rubricate.miner")
+
+DEFAULT_PORT = 8004
+
+
+async def _database_ready(app: FastAPI) -> tuple[bool, str]:
+    runtime: MinerRuntime = app.state.miner.runtime
+
+    def ping() -> None:
+        with runtime.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    await asyncio.to_thread(ping)
+    return True, "ok"
+
+
+async def _broker_ready(app: FastAPI) -> tuple[bool, str]:
+    service: MinerService = app.state.miner
+    if service.dispatcher.eager:
+        return True, "ok"
+
+    def ping() -> None:
+        with celery_app.app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+
+    await asyncio.to_thread(ping)
+    return True, "ok"
+
+
+def create_app(settings: MinerSettings | None = None) -> FastAPI:
+    cfg = settings or MinerSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = tasks.build_runtime(cfg)
+        if cfg.auto_migrate:
+            await asyncio.to_thread(upgrade_to_head, runtime.engine)
+        celery_app.configure(celery_app.app, cfg)
+        dispatcher = Dispatcher(cfg)
+        if dispatcher.eager:
+            tasks.configure_runtime(runtime)  # eager jobs share this process's runtime
+        app.state.miner = MinerService(runtime=runtime, dispatcher=dispatcher)
+        if dispatcher.eager:  # no broker keeps them: pick up what a previous run left
+            for job_id, kind in await asyncio.to_thread(
+                runtime.repo.resumable_jobs, lease_s=cfg.lease_s
+            ):
+                dispatcher.submit(kind, job_id)
+        log.info(
+            "miner.started mode=%s qdrant=%s",
+            "eager" if dispatcher.eager else "celery",
+            cfg.qdrant_url or cfg.qdrant_path,
+        )
+        try:
+            yield
+        finally:
+            runtime.stopping.set()
+            await asyncio.to_thread(dispatcher.join, 30.0)
+            if dispatcher.eager:
+                tasks.configure_runtime(None)
+            runtime.index.close()
+            runtime.engine.dispose()
+
+    return create_service_app(
+        service="miner",
+        title="Rubricate miner",
+        routers=[router],
+        lifespan=lifespan,
+        readiness=[("database", _database_ready), ("broker", _broker_ready)],
+        max_body_bytes=cfg.max_body_bytes,
+    )
