@@ -3,8 +3,11 @@ from fastapi import FastAPI
 from rubricate.common.model_server import TaskSettings, create_model_server_app
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.settings import LLMSettings
+from rubricate.rubric_generator import mining_routes, step_routes
+from rubricate.rubric_generator.mining_service import MiningGenerationService
 from rubricate.rubric_generator.routes import router
 from rubricate.rubric_generator.service import RubricGeneratorService
+from rubricate.rubric_generator.step_service import StepRubricService
 
 
 def create_app(
@@ -20,4 +23,9 @@ def create_app(
         llm=llm,
         tasks=tasks,
         backend=backend,
+        extra_routers=[mining_routes.router, step_routes.router],
+        extra_services={
+            mining_routes.SERVICE_NAME: MiningGenerationService.factory,
+            step_routes.STATE_NAME: StepRubricService.factory,
+        },
     )

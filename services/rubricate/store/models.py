@@ -107,3 +107,4 @@ class RubricRow(Base):
 
 # Tables defined in their own modules register on `Base.metadata` when imported.
 from rubricate.store import bank_models as _bank_models  # noqa: E402,F401
+from rubricate.store import mining_models as _mining_models  # noqa: E402,F401
