@@ -32,6 +32,13 @@ log = logging.getLogger("rubricate.embedded")
 
 SERVICES = ("store", "rubric-generator", "verifier", "gateway")
 DEFAULT_PORTS = {"gateway": 8000, "rubric-generator": 8001, "verifier": 8002, "store": 8003}
+DEFAULT_GRPC_PORT = 50051
+
+
+def grpc_port_for(ports: dict[str, int]) -> int:
+    """The gateway's gRPC port unless `ports["gateway-grpc"]` sets it: 50051 with the
+    default HTTP ports, else a free one (so several platforms can run side by side)."""
+    return DEFAULT_GRPC_PORT if ports.get("gateway") == DEFAULT_PORTS["gateway"] else 0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -87,6 +94,8 @@ class EmbeddedPlatform:
                 "rubric_generator_url": self.urls["rubric-generator"],
                 "verifier_url": self.urls["verifier"],
                 "store_url": self.urls["store"],
+                "grpc_host": self.host,
+                "grpc_port": self.ports.get("gateway-grpc", grpc_port_for(self.ports)),
             }
         )
         apps: dict[str, FastAPI] = {
@@ -99,6 +108,8 @@ class EmbeddedPlatform:
         }
         for name in SERVICES:
             await self._serve(name, apps[name])
+        if apps["gateway"].state.grpc_port:
+            self.urls["gateway-grpc"] = f"{self.host}:{apps['gateway'].state.grpc_port}"
 
     async def _serve(self, name: str, app: FastAPI) -> None:
         port = int(self.urls[name].rsplit(":", 1)[1])

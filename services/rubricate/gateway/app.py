@@ -9,7 +9,9 @@ from rubricate.gateway import reflection_routes
 from rubricate.gateway.bank_proxy import BankProxy
 from rubricate.gateway.clients import ServiceClient
 from rubricate.gateway.reflections import ReflectionService, ReflectionSettings
+from rubricate.gateway import trainer_routes
 from rubricate.gateway.routes import router
+from rubricate.gateway.rpc_lifespan import start_grpc
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.gateway.stagewise import StagewiseService, Upstreams
 
@@ -56,16 +58,19 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             reflection=ReflectionSettings(),
         )
         app.state.bank_proxy = BankProxy(cfg)
+        grpc_server = await start_grpc(app, cfg)
         try:
             yield
         finally:
+            if grpc_server is not None:
+                await grpc_server.stop()
             await app.state.bank_proxy.aclose()
             await upstreams.aclose()
 
     return create_service_app(
         service="gateway",
         title="Rubricate gateway",
-        routers=[router, reflection_routes.router],
+        routers=[router, trainer_routes.router, reflection_routes.router],
         lifespan=lifespan,
         readiness=[("upstreams", _upstreams_ready)],
         max_body_bytes=cfg.max_body_bytes,

@@ -2,7 +2,14 @@
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from rubricate.common.schemas import UsageOut
 from rubricate.core.rubrics import Judgment, Origin, Polarity, RubricSpec, Stage
@@ -102,7 +109,9 @@ class StagewiseScoreResponse(BaseModel):
     """Refer to this scoring's judgments by id in `/v1/reflections/score`; null when the
     store could not keep them (then send the judgments inline)."""
     mode: Literal["stagewise", "terminal"]
-    lambda_: list[list[float]] = Field(serialization_alias="lambda")
+    lambda_: list[list[float]] = Field(
+        serialization_alias="lambda", validation_alias=AliasChoices("lambda", "lambda_")
+    )
     rollouts: list[RolloutResult]
     rubrics: dict[Stage, list[RubricOut]]
     """The rubric set the group was scored on, per stage."""

@@ -1,3 +1,5 @@
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -20,3 +22,12 @@ class GatewaySettings(BaseSettings):
     max_trajectory_chars: int = Field(default=400_000, ge=1)
     scoring_concurrency: int = Field(default=16, ge=1)
     """Scoring calls in flight per request (one call per rollout)."""
+    grpc_enabled: bool = True
+    """Serve the gRPC API (rubricate.v1) next to HTTP, from the same service objects."""
+    grpc_host: str = "0.0.0.0"
+    grpc_port: int = Field(default=50051, ge=0, le=65535)
+    """gRPC port; 0 picks a free one."""
+    reward_kind: Literal["stagewise", "nugget", "step"] = "stagewise"
+    """Reward kind of `POST /get_reward` when neither the label nor the request names one."""
+    reward_group_concurrency: int = Field(default=8, ge=1)
+    """Question groups scored at once by one `/get_reward` call."""

@@ -1,0 +1,21 @@
+"""Start the gateway's gRPC server in its lifespan (GatewaySettings.grpc_*)."""
+
+from fastapi import FastAPI
+
+from rubricate.gateway.settings import GatewaySettings
+from rubricate.rpc.server import GrpcServer
+
+
+async def start_grpc(app: FastAPI, settings: GatewaySettings) -> GrpcServer | None:
+    """The running server (its bound port also in `app.state.grpc_port`), or None if off."""
+    app.state.grpc_port = None
+    if not settings.grpc_enabled:
+        return None
+    server = GrpcServer(
+        app,
+        host=settings.grpc_host,
+        port=settings.grpc_port,
+        max_message_bytes=settings.max_body_bytes,
+    )
+    app.state.grpc_port = await server.start()
+    return server

@@ -1,0 +1,264 @@
+"""`POST /get_reward`: one scalar reward per sample for trainers (OpenRLHF, veRL, TRL).
+
+Each sample's reward kind comes from its label (`kind`), else the request's `kind`, else the
+gateway setting `reward_kind`. A kind is a handler over the samples of that kind which calls
+the kind's public endpoint in process (`RouteInvoker`), so it shares that endpoint's service
+object, validation and errors. A sample the platform could not score gets reward 0.0 with
+`rubricate/scored` = 0 in `extra_logs` (a flagged fallback, never a silent zero); a batch that
+is invalid fails as a whole with the API's 4xx error shape.
+"""
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from rubricate.common.errors import ServiceError
+from rubricate.common.tenancy import TENANT_HEADER
+from rubricate.core.constants import STAGES
+from rubricate.core.errors import DomainError
+from rubricate.core.rubrics import Stage
+from rubricate.gateway.invoke import RouteInvoker
+from rubricate.gateway.schemas import Rollout, StagewiseScoreRequest, StagewiseScoreResponse
+from rubricate.gateway.trainer_schemas import (
+    GetRewardRequest,
+    GetRewardResponse,
+    RewardKind,
+    RewardLabel,
+)
+
+log = logging.getLogger("rubricate.gateway.rewards")
+
+SCORED_LOG = "rubricate/scored"
+FALLBACK_LOG = "rubricate/fallback"
+
+
+@dataclass
+class Sample:
+    index: int
+    prompt: str
+    response: str
+    label: RewardLabel
+
+
+@dataclass
+class SampleResult:
+    reward: float | None
+    """None: the platform could not score this sample."""
+    fallback: bool = False
+    logs: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class KindContext:
+    invoker: RouteInvoker
+    headers: dict[str, str]
+    request_id: str | None
+    group_concurrency: int
+
+
+KindHandler = Callable[[Sequence[Sample], KindContext], Awaitable[list[SampleResult]]]
+
+
+# ---------------------------------------------------------------- stagewise answer score
+
+
+async def stagewise_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[SampleResult]:
+    """R_answer of each sample, scored with the other samples of its question as one group."""
+    groups: dict[str, list[int]] = {}
+    for pos, sample in enumerate(samples):
+        key = sample.label.question_id or _question(sample)
+        groups.setdefault(key, []).append(pos)
+    results: list[SampleResult | None] = [None] * len(samples)
+    gate = asyncio.Semaphore(ctx.group_concurrency)
+
+    async def one(positions: list[int]) -> None:
+        async with gate:
+            members = [samples[p] for p in positions]
+            for pos, result in zip(positions, await _score_group(members, ctx), strict=True):
+                results[pos] = result
+
+    await asyncio.gather(*(one(p) for p in groups.values()))
+    return [r if r is not None else SampleResult(reward=None) for r in results]
+
+
+async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[SampleResult]:
+    first = members[0]
+    scorable = [s for s in members if s.response.strip()]
+    out: dict[int, SampleResult] = {
+        s.index: SampleResult(reward=0.0, logs=_stage_logs(None))
+        for s in members
+        if not s.response.strip()  # an empty response has no answer: R = 0, scored
+    }
+    if scorable:
+        rubrics = next((s.label.rubrics for s in members if s.label.rubrics), [])
+        steps = [s.label.step for s in members if s.label.step is not None]
+        try:
+            request = StagewiseScoreRequest(
+                question=_question(first),
+                question_id=first.label.question_id,
+                rollouts=[Rollout(id=str(s.index), trajectory=s.response) for s in scorable],
+                persistent_rubrics=rubrics,
+                step=max(steps) if steps else None,
+            )
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise DomainError(
+                str(err["msg"]), field=f"labels[{first.index}]." + ".".join(map(str, err["loc"]))
+            ) from exc
+        try:
+            response: StagewiseScoreResponse = await ctx.invoker.call(
+                "POST",
+                "/v1/stagewise/score",
+                body=request,
+                headers=ctx.headers,
+                request_id=ctx.request_id,
+            )
+        except ServiceError as exc:
+            if exc.status_code < 500:
+                raise
+            log.warning(
+                "rewards.group_unscored question=%.60s error=%s",
+                first.label.question_id or _question(first),
+                exc.message,
+            )
+            for s in scorable:
+                out[s.index] = SampleResult(reward=None, logs=_stage_logs(None))
+        else:
+            by_id = {r.id: r for r in response.rollouts}
+            for s in scorable:
+                rollout = by_id[str(s.index)]
+                scores = rollout.scores
+                out[s.index] = SampleResult(
+                    reward=None if scores is None else scores["answer"],
+                    fallback=rollout.fallback is not None
+                    and rollout.fallback.kind == "answer_only",
+                    logs=_stage_logs(scores),
+                )
+    return [out[s.index] for s in members]
+
+
+def _stage_logs(scores: Mapping[Stage, float] | None) -> dict[str, float]:
+    return {f"rubricate/R_{s}": (scores or {}).get(s, 0.0) for s in STAGES}
+
+
+def _question(sample: Sample) -> str:
+    question = sample.label.question or sample.prompt.strip()
+    if not question:
+        raise DomainError(
+            "no question for this sample: put it in the label's `question` or send the prompt",
+            field=f"labels[{sample.index}].question",
+        )
+    return question
+
+
+# ---------------------------------------------------------------- the kinds and the batch
+
+
+REWARD_KINDS: dict[RewardKind, KindHandler] = {
+    "stagewise": stagewise_rewards,
+}
+"""The reward kinds this gateway serves; the others answer 400 `unsupported_reward_kind`."""
+
+
+class TrainerRewards:
+    def __init__(
+        self,
+        *,
+        invoker: RouteInvoker,
+        default_kind: RewardKind,
+        group_concurrency: int = 8,
+        kinds: Mapping[RewardKind, KindHandler] | None = None,
+    ) -> None:
+        self.invoker = invoker
+        self.default_kind = default_kind
+        self.group_concurrency = group_concurrency
+        self.kinds = dict(REWARD_KINDS if kinds is None else kinds)
+
+    async def get_reward(
+        self, body: GetRewardRequest, *, tenant: str, request_id: str | None = None
+    ) -> GetRewardResponse:
+        n = len(body.query)
+        prompts = body.prompts or [""] * n
+        labels = body.labels or [None] * n
+        if len(prompts) != n:
+            raise DomainError(f"{len(prompts)} prompts for {n} queries", field="prompts")
+        if len(labels) != n:
+            raise DomainError(f"{len(labels)} labels for {n} queries", field="labels")
+        by_kind: dict[RewardKind, list[Sample]] = {}
+        for i, (query, prompt, raw) in enumerate(zip(body.query, prompts, labels, strict=True)):
+            label = parse_label(raw, index=i)
+            kind = label.kind or body.kind or self.default_kind
+            if kind not in self.kinds:
+                raise ServiceError(
+                    400,
+                    f"reward kind {kind!r} is not available on this gateway "
+                    f"(available: {', '.join(sorted(self.kinds))})",
+                    type="unsupported_reward_kind",
+                    field=f"labels[{i}].kind" if label.kind else "kind",
+                )
+            sample = Sample(
+                index=i, prompt=prompt, response=strip_prompt(query, prompt), label=label
+            )
+            by_kind.setdefault(kind, []).append(sample)
+
+        ctx = KindContext(
+            invoker=self.invoker,
+            headers={TENANT_HEADER: tenant},
+            request_id=request_id,
+            group_concurrency=self.group_concurrency,
+        )
+        results: list[SampleResult | None] = [None] * n
+        for kind, samples in by_kind.items():
+            for sample, result in zip(samples, await self.kinds[kind](samples, ctx), strict=True):
+                results[sample.index] = result
+        return _response([r or SampleResult(reward=None) for r in results])
+
+
+def _response(results: Sequence[SampleResult]) -> GetRewardResponse:
+    rewards = [0.0 if r.reward is None else r.reward for r in results]
+    keys = sorted({k for r in results for k in r.logs})
+    logs: dict[str, list[float]] = {
+        SCORED_LOG: [0.0 if r.reward is None else 1.0 for r in results],
+        FALLBACK_LOG: [1.0 if r.fallback else 0.0 for r in results],
+    }
+    for key in keys:
+        logs[key] = [r.logs.get(key, 0.0) for r in results]
+    return GetRewardResponse(rewards=rewards, scores=list(rewards), extra_logs=logs)
+
+
+def parse_label(raw: str | dict[str, Any] | None, *, index: int) -> RewardLabel:
+    """A label is a JSON object (as text or decoded); any other text is a `reference`."""
+    data: Any = raw
+    if isinstance(raw, str):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return RewardLabel(reference=raw)
+    if data is None:
+        return RewardLabel()
+    try:
+        return RewardLabel.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        raise DomainError(str(err["msg"]), field=f"labels[{index}]{path}") from exc
+
+
+def strip_prompt(query: str, prompt: str) -> str:
+    """The response part of `query` (= prompt + response)."""
+    if not prompt:
+        return query
+    if query.startswith(prompt):
+        return query[len(prompt) :]
+    at = query.find(prompt)
+    if at >= 0:
+        return query[at + len(prompt) :]
+    log.warning("rewards.prompt_not_in_query prompt_chars=%d", len(prompt))
+    return query

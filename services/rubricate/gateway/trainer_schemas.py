@@ -1,0 +1,62 @@
+"""Wire models of `POST /get_reward`, the OpenRLHF remote reward-model protocol.
+
+OpenRLHF sends `{"query": [...], "prompts": [...], "labels": [...]}` (query = prompt + response
+as decoded text) and reads `{"rewards": [...], "scores": [...], "extra_logs": {...}}`. The
+veRL and TRL adapters of the SDK speak the same protocol.
+"""
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rubricate.core.rubrics import RubricSpec
+
+RewardKind = Literal["stagewise", "nugget", "step"]
+MAX_REWARD_BATCH = 4096
+
+
+class GetRewardRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    query: list[str] = Field(min_length=1, max_length=MAX_REWARD_BATCH)
+    """Prompt + response, decoded, one per sample."""
+    prompts: list[str] | None = None
+    """The prompt of each sample (same length as `query`); its text is cut off the query."""
+    labels: list[str | dict[str, Any] | None] | None = None
+    """Per sample: a JSON object (as text or as an object) with the fields of `RewardLabel`;
+    any other text is kept as `reference` only."""
+    kind: RewardKind | None = None
+    """Rubricate extension: the reward kind for the whole batch (overrides the default;
+    a label's own `kind` overrides this)."""
+
+
+class RewardLabel(BaseModel):
+    """What a dataset row tells the platform about one sample (all fields optional)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: RewardKind | None = None
+    question: str | None = Field(default=None, max_length=20_000)
+    """The question the judge sees (default: the prompt text)."""
+    question_id: str | None = None
+    """Groups samples of one question and keys its rubric buffer."""
+    rubrics: list[RubricSpec] = Field(default_factory=list, max_length=50)
+    """Stagewise: the question's persistent answer-stage rubrics."""
+    nuggets: list[Any] | None = None
+    """Nugget reward: the nuggets to verify the response against."""
+    step: int | None = Field(default=None, ge=0)
+    """The trainer's step."""
+    reference: str | None = None
+    """A plain-text label, kept for reward kinds that use a reference answer."""
+
+
+class GetRewardResponse(BaseModel):
+    rewards: list[float]
+    """The reward of each sample, in request order."""
+    scores: list[float]
+    """The same values in [0, 1] (OpenRLHF's dynamic filtering reads these)."""
+    extra_logs: dict[str, list[float]]
+    """Per-sample diagnostics, each list as long as `rewards`: `rubricate/scored` is 1.0 where
+    the platform scored the sample and 0.0 where it could not (then the reward is 0.0, a
+    flagged fallback); `rubricate/fallback` is 1.0 where only the answer stage was scored;
+    stagewise kinds add `rubricate/R_<stage>`."""

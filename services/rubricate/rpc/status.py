@@ -1,0 +1,94 @@
+"""The one mapping between the HTTP API's statuses and gRPC status codes, and the error
+body both transports carry.
+
+A gRPC error carries, besides its code and message, trailing metadata:
+`rubricate-error` (the HTTP API's error body as JSON), `rubricate-http-status` (the status the
+same request gets over HTTP) and `retry-after` (seconds) when the HTTP response would have one.
+"""
+
+from typing import Final
+
+import grpc
+from pydantic import ValidationError
+
+from rubricate.common.errors import ErrorBody, ErrorDetail, ServiceError, field_path
+from rubricate.core.errors import DomainError
+
+ERROR_METADATA: Final = "rubricate-error"
+STATUS_METADATA: Final = "rubricate-http-status"
+RETRY_AFTER_METADATA: Final = "retry-after"
+
+HTTP_TO_GRPC: Final[dict[int, grpc.StatusCode]] = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.NOT_FOUND,
+    405: grpc.StatusCode.UNIMPLEMENTED,
+    409: grpc.StatusCode.ABORTED,
+    413: grpc.StatusCode.INVALID_ARGUMENT,
+    422: grpc.StatusCode.INVALID_ARGUMENT,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    499: grpc.StatusCode.CANCELLED,
+    500: grpc.StatusCode.INTERNAL,
+    501: grpc.StatusCode.UNIMPLEMENTED,
+    502: grpc.StatusCode.UNAVAILABLE,
+    503: grpc.StatusCode.UNAVAILABLE,
+    504: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+"""HTTP status -> gRPC code; other 4xx are FAILED_PRECONDITION, other 5xx INTERNAL."""
+
+GRPC_TO_HTTP: Final[dict[grpc.StatusCode, int]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.INTERNAL: 500,
+    grpc.StatusCode.UNKNOWN: 500,
+    grpc.StatusCode.DATA_LOSS: 500,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+"""For errors that carry no `rubricate-http-status` (raised by gRPC itself, e.g. no server)."""
+
+
+def grpc_code(status: int) -> grpc.StatusCode:
+    code = HTTP_TO_GRPC.get(status)
+    if code is not None:
+        return code
+    return grpc.StatusCode.FAILED_PRECONDITION if status < 500 else grpc.StatusCode.INTERNAL
+
+
+def describe_error(
+    exc: BaseException, *, request_id: str | None
+) -> tuple[int, ErrorBody, dict[str, str]]:
+    """(HTTP status, error body, headers) of an exception, as the HTTP handlers answer it."""
+    if isinstance(exc, ServiceError):
+        body = ErrorBody(type=exc.type, message=exc.message, field=exc.field, usage=exc.usage)
+        status, headers = exc.status_code, dict(exc.headers or {})
+    elif isinstance(exc, DomainError):
+        message = f"{exc.field}: {exc.message}" if exc.field else exc.message
+        body = ErrorBody(type="validation_error", message=message, field=exc.field)
+        status, headers = 422, {}
+    elif isinstance(exc, ValidationError):
+        details = [
+            ErrorDetail(field=field_path(tuple(e["loc"])) or None, message=e["msg"])
+            for e in exc.errors()
+        ]
+        first = details[0] if details else ErrorDetail(message="invalid request")
+        message = f"{first.field}: {first.message}" if first.field else first.message
+        body = ErrorBody(
+            type="validation_error", message=message, field=first.field, details=details
+        )
+        status, headers = 422, {}
+    else:
+        body = ErrorBody(type="internal_error", message=f"{type(exc).__name__}: {exc}")
+        status, headers = 500, {}
+    body.request_id = request_id
+    return status, body, headers
