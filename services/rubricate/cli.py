@@ -120,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     model_sub.add_parser("ensure", help="join and verify the embedded model").set_defaults(
         func=_model
     )
+
+    from rubricate.evaluation.cli import register as register_eval
+
+    register_eval(sub)
     return parser
 
 

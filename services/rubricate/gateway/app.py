@@ -5,9 +5,10 @@ import httpx
 from fastapi import FastAPI
 
 from rubricate.common.app import create_service_app
-from rubricate.gateway import reflection_routes
+from rubricate.gateway import nugget_routes, reflection_routes
 from rubricate.gateway.bank_proxy import BankProxy
 from rubricate.gateway.clients import ServiceClient
+from rubricate.gateway.nuggets import NuggetService, NuggetSettings
 from rubricate.gateway.reflections import ReflectionService, ReflectionSettings
 from rubricate.gateway import trainer_routes
 from rubricate.gateway.routes import router
@@ -51,6 +52,9 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upstreams = build_upstreams(cfg)
         app.state.stagewise = StagewiseService(upstreams=upstreams, settings=cfg)
+        app.state.nuggets = NuggetService(
+            verifier=upstreams.verifier, settings=NuggetSettings()
+        )
         app.state.reflections = ReflectionService(
             verifier=upstreams.verifier,
             store=upstreams.store,
@@ -70,7 +74,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     return create_service_app(
         service="gateway",
         title="Rubricate gateway",
-        routers=[router, trainer_routes.router, reflection_routes.router],
+        routers=[
+            router,
+            trainer_routes.router,
+            nugget_routes.router,
+            reflection_routes.router,
+        ],
         lifespan=lifespan,
         readiness=[("upstreams", _upstreams_ready)],
         max_body_bytes=cfg.max_body_bytes,

@@ -1,0 +1,131 @@
+"""Nugget benchmarks. Prints figures; asserts nothing.
+
+1. Verification throughput: nuggets judged per second through `POST /v1/nuggets/verify` on
+   the embedded model (real CPU inference), for per-call batch sizes 1 and 10, on a few
+   real records of the RAG24 dev file (`../shared/data/rag24-nuggets-dev.jsonl`).
+   Batch size 1 makes one call per (block, nugget) with the block as a cached prefix;
+   10 makes one call per (block, ten nuggets).
+
+    python benchmarks/nuggets.py [--records 2] [--nuggets 8] [--batch-sizes 1 10]
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from rubricate.embedded import SERVICES, EmbeddedPlatform
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "rag24-nuggets-dev.jsonl"
+
+
+def load_records(path: Path, *, records: int, nuggets: int) -> list[dict[str, Any]]:
+    """The first `records` dev records, each cut to its first `nuggets` nuggets."""
+    out: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if len(out) >= records:
+                break
+            rec = json.loads(line)
+            kept = [n for n in rec["nuggets"] if n["importance"] in ("vital", "okay")][:nuggets]
+            out.append({**rec, "nuggets": kept})
+    return out
+
+
+@dataclass
+class Throughput:
+    batch_size: int
+    nuggets: int
+    wall_s: float
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    failures: int
+
+    @property
+    def nuggets_per_s(self) -> float:
+        return self.nuggets / self.wall_s if self.wall_s else 0.0
+
+
+async def verification_throughput(
+    records: list[dict[str, Any]], *, batch_sizes: list[int]
+) -> list[Throughput]:
+    """Figure 1: nuggets judged per second per batch size (one request per record, in turn)."""
+    print("== nugget verification throughput, embedded model (CPU) ==", flush=True)
+    results: list[Throughput] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        async with EmbeddedPlatform(data_dir=Path(tmp), ports=dict.fromkeys(SERVICES, 0)) as p:
+            print(f"platform and model loaded in {time.perf_counter() - t0:.1f} s", flush=True)
+            async with httpx.AsyncClient(base_url=p.urls["gateway"], timeout=3600) as client:
+                for size in batch_sizes:
+                    results.append(await _run(client, records, batch_size=size))
+    print(
+        f"{'batch':>5} {'nuggets':>7} {'wall s':>8} {'nuggets/s':>9} {'s/nugget':>8} "
+        f"{'calls':>5} {'prompt tok':>10} {'compl tok':>9} {'failed':>6}"
+    )
+    for r in results:
+        print(
+            f"{r.batch_size:>5} {r.nuggets:>7} {r.wall_s:>8.1f} {r.nuggets_per_s:>9.3f} "
+            f"{r.wall_s / max(1, r.nuggets):>8.2f} {r.calls:>5} {r.prompt_tokens:>10} "
+            f"{r.completion_tokens:>9} {r.failures:>6}"
+        )
+    return results
+
+
+async def _run(
+    client: httpx.AsyncClient, records: list[dict[str, Any]], *, batch_size: int
+) -> Throughput:
+    out = Throughput(batch_size, 0, 0.0, 0, 0, 0, 0)
+    for rec in records:
+        body = {
+            "question": rec["question"],
+            "answer": rec["answer"],
+            "nuggets": [{"text": n["text"], "importance": n["importance"]} for n in rec["nuggets"]],
+            "batch_size": batch_size,
+        }
+        started = time.perf_counter()
+        response = await client.post("/v1/nuggets/verify", json=body)
+        out.wall_s += time.perf_counter() - started
+        data = response.json()
+        usage = data["usage"] if response.status_code == 200 else data["error"].get("usage") or {}
+        out.calls += usage.get("calls", 0)
+        out.prompt_tokens += usage.get("prompt_tokens", 0)
+        out.completion_tokens += usage.get("completion_tokens", 0)
+        if response.status_code == 200:
+            out.nuggets += len(rec["nuggets"])
+        else:
+            out.failures += 1
+            print(f"  batch {batch_size}: {rec['topic_id']} failed: {response.text[:200]}")
+        print(
+            f"  batch {batch_size}: {rec['topic_id']} {len(rec['nuggets'])} nuggets "
+            f"{time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--records", type=int, default=2)
+    parser.add_argument("--nuggets", type=int, default=8, help="nuggets per record")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 10])
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        print(f"no data file at {args.data} (pass --data)", file=sys.stderr)
+        return 2
+    records = load_records(args.data, records=args.records, nuggets=args.nuggets)
+    asyncio.run(verification_throughput(records, batch_sizes=args.batch_sizes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Wire models of the verifier's nugget-label task (`POST /v1/tasks/nugget-labels`)."""
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from rubricate.common.schemas import TaskResponse
+from rubricate.core.nuggets import MAX_BATCH_SIZE, Label, NuggetMode
+
+NuggetText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+
+
+class NuggetLabelsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1)
+    blocks: list[Annotated[str, StringConstraints(min_length=1)]] = Field(min_length=1)
+    """The answer's blocks (paragraphs); in short mode the one predicted answer."""
+    nuggets: list[NuggetText] = Field(min_length=1)
+    mode: NuggetMode = "long"
+    batch_size: int = Field(default=10, ge=1, le=MAX_BATCH_SIZE)
+    """Nuggets per model call; each block is judged against every batch."""
+    label_probabilities: bool = False
+    """Ask the backend for token log-probabilities and return p(label) per pair."""
+
+
+class BlockLabels(BaseModel):
+    labels: list[Label]
+    """One label per nugget, in nugget order."""
+    probabilities: list[dict[Label, float] | None] | None = None
+    """p(label) per nugget when requested and the backend returned log-probabilities;
+    an entry is null where the label's token could not be located."""
+
+
+class NuggetLabelsResponse(TaskResponse):
+    blocks: list[BlockLabels]
+    """One entry per request block, in order."""
+    repairs: int = 0
+    """Calls whose reply had to be repaired (wrong label count or unreadable)."""
+    formats: list[str] = Field(default_factory=list)
+    """The label formats the replies were read as, one per call, block-major."""
