@@ -12,6 +12,7 @@ from rubricate.common.app import create_service_app
 from rubricate.common.errors import ServiceError
 from rubricate.common.schemas import UsageOut
 from rubricate.llm.base import LLMBackend
+from rubricate.llm.circuit import CircuitOpenError
 from rubricate.llm.errors import BackendRequestError, LLMError, OutputParseError, TransportError
 from rubricate.llm.factory import build_backend
 from rubricate.llm.settings import LLMSettings
@@ -66,12 +67,13 @@ def as_service_error(exc: LLMError, *, task: str) -> ServiceError:
             usage=usage,
         )
     if isinstance(exc, TransportError):
+        wait = exc.retry_after_s if isinstance(exc, CircuitOpenError) else 5.0
         return ServiceError(
             503,
             f"{task}: the model backend is unavailable after retries: {exc}",
             type="backend_unavailable",
             usage=usage,
-            headers={"Retry-After": "5"},
+            headers={"Retry-After": str(max(1, round(wait)))},
         )
     if isinstance(exc, BackendRequestError):
         return ServiceError(

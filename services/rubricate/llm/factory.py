@@ -1,11 +1,39 @@
-"""The backend `RUBRICATE_LLM_BACKEND` selects; heavy imports happen only for the one chosen."""
+"""The backend `RUBRICATE_LLM_BACKEND` selects; heavy imports happen only for the one chosen.
+
+Every built backend is wrapped: a circuit breaker in front of the model, and (unless
+`RUBRICATE_LLM_CACHE=off`) a cache of deterministic calls in front of that.
+"""
 
 from rubricate.llm.base import LLMBackend
+from rubricate.llm.circuit import CircuitBreakerBackend
+from rubricate.llm.judge_cache import CachingBackend, MemoryCompletionCache, RedisCompletionCache
 from rubricate.llm.settings import LLMSettings
 
 
 def build_backend(settings: LLMSettings) -> LLMBackend:
     """Build (and, for the in-process backends, load) the configured backend. Blocking."""
+    return wrap_backend(_build_raw(settings), settings)
+
+
+def wrap_backend(inner: LLMBackend, settings: LLMSettings) -> LLMBackend:
+    backend: LLMBackend = CircuitBreakerBackend(
+        inner,
+        failure_threshold=settings.circuit_failures,
+        cooldown_s=settings.circuit_cooldown_s,
+    )
+    if settings.cache == "memory":
+        backend = CachingBackend(
+            backend, MemoryCompletionCache(max_entries=settings.cache_max_entries)
+        )
+    elif settings.cache == "redis":
+        assert settings.cache_url is not None  # the settings validator guarantees it
+        backend = CachingBackend(
+            backend, RedisCompletionCache(settings.cache_url, ttl_s=settings.cache_ttl_s)
+        )
+    return backend
+
+
+def _build_raw(settings: LLMSettings) -> LLMBackend:
     if settings.backend == "openai":
         from rubricate.llm.openai_compat import OpenAICompatBackend
 

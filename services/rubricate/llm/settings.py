@@ -50,6 +50,19 @@ class LLMSettings(BaseSettings):
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=20.0, ge=0)
 
+    # resilience: judge-call cache and circuit breaker (wrap every backend)
+    cache: Literal["off", "memory", "redis"] = "memory"
+    """Cache temperature-0 calls: in process (`memory`), shared (`redis`), or `off`."""
+    cache_url: str | None = None
+    """Redis URL for `cache=redis`."""
+    cache_ttl_s: int = Field(default=7 * 24 * 3600, ge=1)
+    cache_max_entries: int = Field(default=4096, ge=1)
+    """Size of the in-process LRU (`cache=memory`)."""
+    circuit_failures: int = Field(default=5, ge=1)
+    """Transport failures in a row that open the backend's circuit."""
+    circuit_cooldown_s: float = Field(default=30.0, gt=0)
+    """How long an open circuit fails fast before one trial call."""
+
     # vLLM in process
     gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1)
     max_model_len: int | None = Field(default=None, ge=256)
@@ -68,6 +81,8 @@ class LLMSettings(BaseSettings):
                 "backend 'vllm' needs a model to load: set RUBRICATE_LLM_MODEL, "
                 "e.g. Qwen/Qwen2.5-7B-Instruct"
             )
+        if self.cache == "redis" and not self.cache_url:
+            raise ValueError("RUBRICATE_LLM_CACHE=redis needs RUBRICATE_LLM_CACHE_URL")
         if self.backoff_max_s < self.backoff_base_s:
             raise ValueError("backoff_max_s must be >= backoff_base_s")
         return self

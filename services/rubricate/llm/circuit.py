@@ -1,0 +1,106 @@
+"""A circuit breaker per model backend: after repeated transport failures, fail fast.
+
+Closed: calls pass; `failure_threshold` transport failures in a row open it. Open: calls
+fail at once with a `TransportError` naming the wait (the model server answers 503 with
+Retry-After) instead of piling timeouts onto a dead server. After `cooldown_s` one trial call
+passes (half-open): success closes the circuit, failure opens it again.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rubricate.common.metrics import CIRCUIT_OPEN
+from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.errors import TransportError
+
+log = logging.getLogger("rubricate.llm.circuit")
+
+
+class CircuitOpenError(TransportError):
+    """The backend's circuit is open; `retry_after_s` says when a trial call is allowed."""
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class CircuitBreakerBackend(LLMBackend):
+    def __init__(
+        self,
+        inner: LLMBackend,
+        *,
+        failure_threshold: int = 5,
+        cooldown_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if failure_threshold < 1 or cooldown_s <= 0:
+            raise ValueError("failure_threshold must be >= 1 and cooldown_s > 0")
+        self.inner = inner
+        self.name = inner.name
+        self.model = inner.model
+        self.failure_threshold = failure_threshold
+        self.cooldown_s = cooldown_s
+        self._clock = clock
+        self._failures = 0
+        self._opened_at: float | None = None
+        self._trial = asyncio.Lock()
+        CIRCUIT_OPEN.labels(self.name).set(0)
+
+    @property
+    def state(self) -> str:
+        if self._opened_at is None:
+            return "closed"
+        return "half_open" if self._clock() - self._opened_at >= self.cooldown_s else "open"
+
+    async def complete(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
+        state = self.state
+        if state == "open":
+            assert self._opened_at is not None
+            wait = self.cooldown_s - (self._clock() - self._opened_at)
+            raise CircuitOpenError(
+                f"circuit open for the {self.name} backend after {self._failures} transport "
+                f"failures in a row; next trial in {wait:.0f}s",
+                retry_after_s=max(wait, 0.0),
+            )
+        if state == "half_open":
+            if self._trial.locked():
+                raise CircuitOpenError(
+                    f"circuit half-open for the {self.name} backend: a trial call is running",
+                    retry_after_s=1.0,
+                )
+            async with self._trial:
+                return await self._call(messages, params)
+        return await self._call(messages, params)
+
+    async def _call(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
+        try:
+            completion = await self.inner.complete(messages, params)
+        except TransportError:
+            self._failures += 1
+            if self._failures >= self.failure_threshold or self._opened_at is not None:
+                if self._opened_at is None:
+                    log.warning("circuit.open backend=%s failures=%d", self.name, self._failures)
+                self._opened_at = self._clock()
+                CIRCUIT_OPEN.labels(self.name).set(1)
+            raise
+        if self._opened_at is not None:
+            log.info("circuit.closed backend=%s", self.name)
+        self._failures = 0
+        self._opened_at = None
+        CIRCUIT_OPEN.labels(self.name).set(0)
+        return completion
+
+    def __getattr__(self, name: str) -> Any:
+        """Capabilities of the wrapped backend (e.g. logprob support) stay visible."""
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    async def ready(self) -> bool:
+        return self.state != "open" and await self.inner.ready()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
