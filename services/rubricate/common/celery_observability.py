@@ -34,7 +34,6 @@ SERVICE = "miner-worker"
 
 _OUTCOMES = {"SUCCESS": "success", "RETRY": "retry"}
 _started: dict[str, tuple[float, Any]] = {}
-_installed: set[int] = set()
 
 
 def job_outcome(state: str | None) -> str:
@@ -111,40 +110,49 @@ def metrics_registry(app: Celery) -> CollectorRegistry:
     return registry
 
 
-def install(app: Celery) -> None:
-    """Connect the handlers (once per app); safe to call at import of the app module."""
-    if id(app) in _installed:
+def _worker_init(**_: Any) -> None:
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        removed = clear_stale_multiprocess_files(Path(directory), keep_pid=os.getpid())
+        if removed:
+            log.info("worker.metrics_files_cleared count=%d", removed)
+
+
+def _worker_ready(sender: Any = None, **_: Any) -> None:
+    """Serve the metrics of the worker's app (`sender` is the worker's consumer)."""
+    app = getattr(sender, "app", None)
+    port = int(os.environ.get("RUBRICATE_WORKER_METRICS_PORT", DEFAULT_METRICS_PORT))
+    if app is None or port == 0:
         return
-    _installed.add(id(app))
-    signals.setup_logging.connect(_setup_logging, weak=False, dispatch_uid="rubricate-logging")
-    signals.before_task_publish.connect(
-        _before_publish, weak=False, dispatch_uid="rubricate-request-id"
-    )
-    signals.task_prerun.connect(_task_prerun, weak=False, dispatch_uid="rubricate-prerun")
-    signals.task_postrun.connect(_task_postrun, weak=False, dispatch_uid="rubricate-postrun")
+    start_http_server(port, registry=metrics_registry(app))
+    log.info("worker.metrics_listening port=%d", port)
 
-    def worker_init(**_: Any) -> None:
-        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-        if directory:
-            removed = clear_stale_multiprocess_files(Path(directory), keep_pid=os.getpid())
-            if removed:
-                log.info("worker.metrics_files_cleared count=%d", removed)
 
-    def worker_ready(**_: Any) -> None:
-        port = int(os.environ.get("RUBRICATE_WORKER_METRICS_PORT", DEFAULT_METRICS_PORT))
-        if port == 0:
-            return
-        start_http_server(port, registry=metrics_registry(app))
-        log.info("worker.metrics_listening port=%d", port)
+def _process_shutdown(pid: int | None = None, **_: Any) -> None:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
 
-    def process_shutdown(pid: int | None = None, **_: Any) -> None:
-        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            from prometheus_client import multiprocess
+        multiprocess.mark_process_dead(pid or os.getpid())
 
-            multiprocess.mark_process_dead(pid or os.getpid())
 
-    signals.worker_init.connect(worker_init, weak=False, dispatch_uid="rubricate-worker-init")
-    signals.worker_ready.connect(worker_ready, weak=False, dispatch_uid="rubricate-worker-ready")
-    signals.worker_process_shutdown.connect(
-        process_shutdown, weak=False, dispatch_uid="rubricate-process-shutdown"
-    )
+_HANDLERS: tuple[tuple[Any, Any, str], ...] = (
+    (signals.setup_logging, _setup_logging, "rubricate-logging"),
+    (signals.before_task_publish, _before_publish, "rubricate-request-id"),
+    (signals.task_prerun, _task_prerun, "rubricate-prerun"),
+    (signals.task_postrun, _task_postrun, "rubricate-postrun"),
+    (signals.worker_init, _worker_init, "rubricate-worker-init"),
+    (signals.worker_ready, _worker_ready, "rubricate-worker-ready"),
+    (signals.worker_process_shutdown, _process_shutdown, "rubricate-process-shutdown"),
+)
+
+
+def install(app: Celery) -> None:
+    """Connect the handlers; safe to call more than once and for several apps (the handlers
+    are process-wide and find the worker's app from the signal's sender).
+
+    `app` is the app whose module calls this; the handlers connect before its worker
+    configures logging.
+    """
+    del app  # the signals are Celery-wide; kept in the signature for the call site's clarity
+    for signal, handler, uid in _HANDLERS:
+        signal.connect(handler, weak=False, dispatch_uid=uid)
