@@ -219,7 +219,8 @@ def weighted_use_score(
     scores: UseScores, *, weights: Mapping[Dimension, float] = DIMENSION_WEIGHTS
 ) -> float:
     """u_use = Σ_d w_d · s_d (App. D.6.2 weights sum to 1)."""
-    return sum(weights[d] * getattr(scores, d) for d in DIMENSIONS)
+    values = scores.as_dict()
+    return sum(weights[d] * values[d] for d in DIMENSIONS)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from rubricate.common.auth import internal_headers
+from rubricate.common.logging import forward_headers
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.gateway.clients import UpstreamError
 from rubricate.gateway.settings import GatewaySettings
@@ -19,6 +21,7 @@ class BankProxy:
             base_url=settings.store_url,
             timeout=httpx.Timeout(settings.store_timeout_s, connect=10.0),
             transport=transport,
+            headers=internal_headers(),
         )
 
     async def aclose(self) -> None:
@@ -28,7 +31,9 @@ class BankProxy:
         """The snapshot's JSONL, chunk by chunk; an UpstreamError before the first chunk
         when the store refuses (404: no such snapshot)."""
         request = self._client.build_request(
-            "GET", f"/v1/bank/snapshots/{step}/export", headers={TENANT_HEADER: tenant}
+            "GET",
+            f"/v1/bank/snapshots/{step}/export",
+            headers=forward_headers({TENANT_HEADER: tenant}),
         )
         try:
             response = await self._client.send(request, stream=True)
@@ -54,7 +59,9 @@ class BankProxy:
                 "/v1/bank/snapshots/import",
                 content=body,
                 params={"replace": str(replace).lower()},
-                headers={TENANT_HEADER: tenant, "content-type": "application/x-ndjson"},
+                headers=forward_headers(
+                    {TENANT_HEADER: tenant, "content-type": "application/x-ndjson"}
+                ),
             )
         except httpx.TransportError as exc:
             raise _unreachable(exc) from exc

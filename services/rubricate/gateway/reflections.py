@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,6 +26,7 @@ from rubricate.core.normalize import question_hash
 from rubricate.core.reflection import (
     DIMENSION_WEIGHTS,
     CandidateOutcome,
+    Dimension,
     FormatCheck,
     UseScores,
     bank_decision,
@@ -339,7 +340,7 @@ def _not_retryable(exc: UpstreamError) -> bool:
     return exc.status is not None and 400 <= exc.status < 500 and exc.status != 429
 
 
-def _use(scores: dict[str, float]) -> UseScores:
+def _use(scores: Mapping[Dimension, float]) -> UseScores:
     return UseScores(
         diagnostic_accuracy=scores["diagnostic_accuracy"],
         specificity=scores["specificity"],
@@ -363,7 +364,7 @@ def _candidate(
             CandidateOutcome(status="judge_failed", reason=reason),
             CandidateResult(index=index, status="judge_failed", valid=True, reason=reason, u=None),
         )
-    within, cross = _use(dict(judged.result.within)), _use(dict(judged.result.cross))
+    within, cross = _use(judged.result.within), _use(judged.result.cross)
     u = utility(within=within, cross=cross)
     return (
         CandidateOutcome(status="scored", u=u.u),

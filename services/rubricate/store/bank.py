@@ -103,7 +103,7 @@ class BankStore:
             BankItemRow.step.is_(None),
             excluded.step >= BankItemRow.step,
         )
-        stmt = stmt.on_conflict_do_update(
+        upsert = stmt.on_conflict_do_update(
             index_elements=[BankItemRow.tenant, BankItemRow.question_hash],
             set_={
                 "question": excluded.question,
@@ -118,7 +118,7 @@ class BankStore:
             },
             where=newer,
         ).returning(BankItemRow.version)
-        return session.execute(stmt).first() is not None
+        return session.execute(upsert).first() is not None
 
     def _upsert_portable(self, session: Session, values: dict[str, object]) -> bool:
         key = (values["tenant"], values["question_hash"])

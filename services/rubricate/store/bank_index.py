@@ -104,7 +104,9 @@ class BankIndex:
                 if self.server:  # payload indexes only matter (and only exist) on a server
                     for key in ("tenant", "question_hash"):
                         self.client.create_payload_index(
-                            self.collection, field_name=key, field_schema="keyword"
+                            self.collection,
+                            field_name=key,
+                            field_schema=models.PayloadSchemaType.KEYWORD,
                         )
             self._ready = True
 

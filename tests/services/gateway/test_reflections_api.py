@@ -341,6 +341,8 @@ async def test_snapshot_restore_export_import_through_the_gateway(stack: Stack) 
         json={**body, "candidates": [reflection("[[u=5]]", topic="ten")], "step": 10},
         headers=stack.headers,
     )
+    buffer_url = f"/v1/buffers/{group['question_id']}"
+    at_snapshot = (await stack.client.get(buffer_url, headers=stack.headers)).json()
     snap = await stack.client.post("/v1/bank/snapshots", json={"step": 10}, headers=stack.headers)
     assert snap.status_code == 201, snap.text
     assert snap.json()["bank_items"] == 1 and snap.json()["questions"] == 1
@@ -352,6 +354,9 @@ async def test_snapshot_restore_export_import_through_the_gateway(stack: Stack) 
         json={**body, "candidates": [reflection("[[u=5]]", topic="eleven")], "step": 11},
         headers=stack.headers,
     )
+    await scored_group(stack)  # the judge's buffer evolves (new rubrics, cached in Redis)
+    changed = (await stack.client.get(buffer_url, headers=stack.headers)).json()
+    assert changed["rubrics"] != at_snapshot["rubrics"]
     exported = await stack.client.get("/v1/bank/snapshots/10/export", headers=stack.headers)
     assert exported.status_code == 200
     lines = exported.text.splitlines()
@@ -361,8 +366,9 @@ async def test_snapshot_restore_export_import_through_the_gateway(stack: Stack) 
     assert restored.status_code == 200 and restored.json()["indexed"]
     got = await stack.client.get(f"/v1/bank/items/{question_hash(QUESTION)}", headers=stack.headers)
     assert got.json()["takeaways"][0] == "Lesson 1 on ten."
-    buf = await stack.client.get(f"/v1/buffers/{group['question_id']}", headers=stack.headers)
-    assert buf.status_code == 200
+    buf = (await stack.client.get(buffer_url, headers=stack.headers)).json()
+    assert buf["rubrics"] == at_snapshot["rubrics"]  # restored, not the stale cached read
+    assert buf["version"] > changed["version"]
 
     copy = {"X-Rubricate-Tenant": stack.headers["X-Rubricate-Tenant"] + "-copy"}
     imported = await stack.client.post(
