@@ -43,3 +43,27 @@ ADVANTAGE_EPS: Final = 1e-6
 
 # RubricEM App. C.4: exponential-backoff retries on judge calls (up to 5 retries).
 JUDGE_MAX_RETRIES: Final = 5
+
+# --- step rubrics and listwise rewards (Co-ReAct, ARCO) -------------------------------------
+
+# ARCO (K-sensitivity study, K = 3 default) and Co-ReAct §3.2: criteria per step rubric.
+STEP_RUBRIC_K: Final = 3
+# Upper bound on criteria per step rubric accepted anywhere (Rubricate's limit).
+STEP_RUBRIC_MAX_K: Final = 10
+# Co-ReAct §3.3, App. A: a step passes verification when its weighted satisfied fraction
+# reaches τ = 0.5 (the paper says "exceeds"; the issue fixes ≥), with at most one retry.
+STEP_PASS_THRESHOLD: Final = 0.5
+STEP_MAX_RETRIES: Final = 1
+# Co-ReAct App. A: listwise reward weights (w1, w2, w3) for r_rank, r_atom, r_fmt.
+LISTWISE_WEIGHTS: Final = (0.75, 0.15, 0.10)
+# Co-ReAct App. A: the reward is zeroed when the rubric's 4-gram repetition rate exceeds 40%.
+REPETITION_NGRAM: Final = 4
+REPETITION_MAX_RATE: Final = 0.40
+# Co-ReAct §3.1, App. A: slates of k = 4 candidates, relabelled {X, Y, Z, W}, ranked by J = 3
+# judges; a branching point is kept when at least 2 judges return a parseable ranking.
+SLATE_SIZE: Final = 4
+NEUTRAL_LABELS: Final = "XYZWVUTSRQPN"
+RANK_JUDGES: Final = 3
+RANK_MIN_VALID_JUDGES: Final = 2
+# Co-ReAct App. A: G = 8 rubrics sampled per branching point for GRPO.
+LISTWISE_GROUP_SIZE: Final = 8

@@ -15,6 +15,8 @@ from rubricate.gateway.routes import router
 from rubricate.gateway.rpc_lifespan import start_grpc
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.gateway.stagewise import StagewiseService, Upstreams
+from rubricate.gateway.step_routes import router as step_router
+from rubricate.gateway.steps import StepSettings, StepsService
 
 
 def build_upstreams(
@@ -52,6 +54,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upstreams = build_upstreams(cfg)
         app.state.stagewise = StagewiseService(upstreams=upstreams, settings=cfg)
+        app.state.steps = StepsService(upstreams=upstreams, settings=StepSettings(), gateway=cfg)
         app.state.nuggets = NuggetService(
             verifier=upstreams.verifier, settings=NuggetSettings()
         )
@@ -69,6 +72,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             if grpc_server is not None:
                 await grpc_server.stop()
             await app.state.bank_proxy.aclose()
+            await app.state.steps.aclose()
             await upstreams.aclose()
 
     return create_service_app(
@@ -79,6 +83,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             trainer_routes.router,
             nugget_routes.router,
             reflection_routes.router,
+            step_router,
         ],
         lifespan=lifespan,
         readiness=[("upstreams", _upstreams_ready)],

@@ -1,0 +1,667 @@
+"""Orchestration of the step-level endpoints (Co-ReAct §3, App. A; ARCO).
+
+- segment: core only.
+- rubric: one step-rubric call (rubric-generator); weights normalized and rendered (core).
+- verify: one step-verdicts call (verifier); weighted fraction, pass and feedback (core).
+- score: per step, a rubric (given or generated for h_t) and a verdicts call on the step's
+  action; the outcome decomposed over the steps (core). A step whose calls fail after retries
+  is flagged and left out of the decomposition; if every step fails the request fails.
+- listwise reward: each parseable, ungated rubric scores every candidate (one verdicts call
+  per candidate); the induced ranking is compared with the expert or Borda consensus. A
+  rubric whose calls fail after retries is flagged `error` with a null reward.
+- rank: J judges, each seeing the slate shuffled and relabelled on its own; a judge without
+  a parseable ranking after retries is dropped and reported; Borda consensus of the rest.
+"""
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rubricate.common.errors import ServiceError
+from rubricate.common.metrics import FALLBACKS
+from rubricate.common.schemas import UsageOut
+from rubricate.core.constants import RANK_MIN_VALID_JUDGES, REPETITION_MAX_RATE
+from rubricate.core.errors import DomainError
+from rubricate.core.listwise import (
+    RubricReward,
+    Tiers,
+    atomicity,
+    borda_consensus,
+    format_score,
+    group_advantages,
+    judge_order,
+    judge_seed,
+    labels_to_tiers,
+    neutral_labels,
+    parse_rubric_text,
+    ranks_from_tiers,
+    repetition_rate,
+    rubric_reward,
+    spearman,
+    tiers_from_scores,
+    to_tiers,
+)
+from rubricate.core.step_rewards import (
+    Criterion,
+    Verdict,
+    decompose_outcome,
+    make_rubric,
+    passes,
+    render_rubric,
+    retry_feedback,
+    weighted_fraction,
+)
+from rubricate.core.steps import (
+    Segmentation,
+    render_messages,
+    segment_messages,
+    segment_steps,
+    segment_text,
+)
+from rubricate.gateway.clients import ServiceClient, UpstreamError, WaitClock
+from rubricate.gateway.schemas import Timing
+from rubricate.gateway.settings import GatewaySettings
+from rubricate.gateway.stagewise import Upstreams, _run_task
+from rubricate.gateway.step_schemas import (
+    CriterionOut,
+    JudgeOut,
+    ListwiseRewardRequest,
+    ListwiseRewardResponse,
+    RankRequest,
+    RankResponse,
+    RubricRewardOut,
+    ScoredStep,
+    ScoreRequest,
+    ScoreResponse,
+    SegmentRequest,
+    SegmentResponse,
+    StepOut,
+    StepRubricIn,
+    StepRubricOut,
+    StepRubricRequest,
+    StepRubricResponse,
+    Trajectory,
+    VerdictOut,
+    VerifyRequest,
+    VerifyResponse,
+)
+from rubricate.llm.usage import Usage
+from rubricate.rubric_generator.step_schemas import StepRubricTaskRequest, StepRubricTaskResponse
+from rubricate.verifier.step_schemas import (
+    LabeledCandidate,
+    RankTaskRequest,
+    RankTaskResponse,
+    StepVerdictsRequest,
+    StepVerdictsResponse,
+)
+
+log = logging.getLogger("rubricate.gateway.steps")
+
+RubricStatus = Literal["ok", "unparseable", "error"]
+
+
+class StepSettings(BaseSettings):
+    """Gateway settings of the step endpoints (env prefix RUBRICATE_GATEWAY_STEPS_)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUBRICATE_GATEWAY_STEPS_", extra="ignore")
+
+    concurrency: int = Field(default=8, ge=1)
+    """Model-server calls in flight per request."""
+    max_steps: int = Field(default=64, ge=1)
+    """Most steps `/v1/steps/score` accepts in one trajectory."""
+    judge_urls: list[str] = Field(default_factory=list)
+    """Verifier-compatible servers used as rank judges in turn (e.g. one per model family);
+    empty: every judge is a sample of the verifier."""
+    rank_temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    """Sampling temperature of each rank judge unless the request sets one."""
+
+
+class StepsService:
+    def __init__(
+        self, *, upstreams: Upstreams, settings: StepSettings, gateway: GatewaySettings
+    ) -> None:
+        self.up = upstreams
+        self.settings = settings
+        self.gateway = gateway
+        self._own_judges = [
+            ServiceClient(
+                service=f"judge-{i}",
+                base_url=url,
+                timeout_s=gateway.model_timeout_s,
+                retries=gateway.upstream_retries,
+            )
+            for i, url in enumerate(settings.judge_urls)
+        ]
+        self.judges: list[ServiceClient] = self._own_judges or [upstreams.verifier]
+
+    async def aclose(self) -> None:
+        for client in self._own_judges:
+            await client.aclose()
+
+    # --- segmentation ---------------------------------------------------------------------
+
+    def _text_limit(self, text: str, field: str) -> None:
+        if len(text) > self.gateway.max_trajectory_chars:
+            raise DomainError(
+                f"longer than {self.gateway.max_trajectory_chars} characters", field=field
+            )
+
+    def _segment(self, trajectory: Trajectory, *, field: str = "trajectory") -> Segmentation:
+        if isinstance(trajectory, str):
+            if not trajectory.strip():
+                raise DomainError("must not be empty or whitespace", field=field)
+            self._text_limit(trajectory, field)
+            seg = segment_text(trajectory)
+        else:
+            seg = segment_messages([m.to_core() for m in trajectory])
+            self._text_limit(seg.text, field)
+        if not seg.steps:
+            raise DomainError("holds no step (no tool call and no answer)", field=field)
+        return seg
+
+    def _history(self, history: Trajectory) -> str:
+        text = (
+            history if isinstance(history, str) else render_messages([m.to_core() for m in history])
+        )
+        self._text_limit(text, "history")
+        return text
+
+    def segment(self, request: SegmentRequest) -> SegmentResponse:
+        seg = self._segment(request.trajectory)
+        return SegmentResponse(
+            markup=seg.markup,
+            rendered=None if isinstance(request.trajectory, str) else seg.text,
+            prompt_messages=seg.prompt_messages,
+            steps=[_step_out(seg, i) for i in range(len(seg.steps))],
+        )
+
+    # --- rubric and verification ----------------------------------------------------------
+
+    async def _generate(
+        self,
+        *,
+        question: str,
+        history: str,
+        k: int,
+        temperature: float | None,
+        seed: int | None,
+        clock: WaitClock,
+        usage: Usage,
+    ) -> list[Criterion]:
+        body = StepRubricTaskRequest(
+            question=question, history=history, k=k, temperature=temperature, seed=seed
+        )
+        out = await _run_task(
+            self.up.generator,
+            "/v1/tasks/step-rubric",
+            body,
+            response_model=StepRubricTaskResponse,
+            clock=clock,
+            usage=usage,
+        )
+        return make_rubric(
+            [c.criterion for c in out.criteria], [float(c.weight) for c in out.criteria]
+        )
+
+    async def _verdicts(
+        self,
+        *,
+        question: str,
+        history: str,
+        action: str,
+        criteria: Sequence[Criterion],
+        clock: WaitClock,
+        usage: Usage,
+    ) -> list[Verdict]:
+        body = StepVerdictsRequest(
+            question=question,
+            history=history,
+            action=action,
+            criteria=[c.text for c in criteria],
+        )
+        out = await _run_task(
+            self.up.verifier,
+            "/v1/tasks/step-verdicts",
+            body,
+            response_model=StepVerdictsResponse,
+            clock=clock,
+            usage=usage,
+        )
+        if len(out.verdicts) != len(criteria):
+            raise UpstreamError(
+                service=self.up.verifier.service,
+                status=None,
+                type="upstream_invalid_response",
+                message=f"{len(out.verdicts)} verdicts for {len(criteria)} criteria",
+            )
+        return [Verdict(satisfied=v.satisfied, reason=v.reason) for v in out.verdicts]
+
+    async def rubric(self, request: StepRubricRequest) -> StepRubricResponse:
+        usage = Usage()
+        criteria = await self._generate(
+            question=request.question,
+            history=self._history(request.history),
+            k=request.k,
+            temperature=request.temperature,
+            seed=request.seed,
+            clock=WaitClock(),
+            usage=usage,
+        )
+        out = _rubric_out(criteria)
+        return StepRubricResponse(
+            criteria=out.criteria, rendered=out.rendered, usage=UsageOut.of(usage)
+        )
+
+    async def verify(self, request: VerifyRequest) -> VerifyResponse:
+        criteria = _criteria_in(request.rubric, field="rubric.criteria")
+        usage = Usage()
+        verdicts = await self._verdicts(
+            question=request.question,
+            history=self._history(request.history),
+            action=request.action,
+            criteria=criteria,
+            clock=WaitClock(),
+            usage=usage,
+        )
+        score = weighted_fraction(criteria, [v.satisfied for v in verdicts])
+        passed = passes(score, threshold=request.threshold)
+        log.info("step.verify criteria=%d score=%.3f pass=%s", len(criteria), score, passed)
+        return VerifyResponse(
+            verdicts=_verdicts_out(criteria, verdicts),
+            score=score,
+            passed=passed,
+            threshold=request.threshold,
+            feedback=retry_feedback(criteria, verdicts),
+            usage=UsageOut.of(usage),
+        )
+
+    # --- step rewards ---------------------------------------------------------------------
+
+    async def score(self, request: ScoreRequest) -> ScoreResponse:
+        started = time.perf_counter()
+        if (request.trajectory is None) == (request.steps is None):
+            raise DomainError("give exactly one of `trajectory` and `steps`", field="trajectory")
+        if request.steps is not None:
+            seg = segment_steps([(s.action, s.observation) for s in request.steps])
+            self._text_limit(seg.text, "steps")
+            rendered: str | None = seg.text
+        else:
+            assert request.trajectory is not None
+            seg = self._segment(request.trajectory)
+            rendered = None if isinstance(request.trajectory, str) else seg.text
+        n = len(seg.steps)
+        if n > self.settings.max_steps:
+            raise DomainError(f"{n} steps; at most {self.settings.max_steps}", field="trajectory")
+        given: list[list[Criterion] | None] = [None] * n
+        if request.rubrics is not None:
+            if len(request.rubrics) != n:
+                raise DomainError(
+                    f"one entry per step: the trajectory has {n} steps", field="rubrics"
+                )
+            given = [
+                None if r is None else _criteria_in(r, field=f"rubrics[{i}].criteria")
+                for i, r in enumerate(request.rubrics)
+            ]
+        clock = WaitClock()
+        usage = Usage()
+        gate = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(i: int) -> tuple[list[Criterion] | None, list[Verdict], str | None]:
+            criteria = given[i]
+            history = seg.history(i)
+            try:
+                if criteria is None:
+                    async with gate:
+                        criteria = await self._generate(
+                            question=request.question,
+                            history=history,
+                            k=request.k,
+                            temperature=None,
+                            seed=None,
+                            clock=clock,
+                            usage=usage,
+                        )
+                async with gate:
+                    verdicts = await self._verdicts(
+                        question=request.question,
+                        history=history,
+                        action=seg.action(i),
+                        criteria=criteria,
+                        clock=clock,
+                        usage=usage,
+                    )
+            except UpstreamError as exc:
+                FALLBACKS.labels("step_unscored").inc()
+                log.warning("steps.step_failed step=%d error=%s", i, exc)
+                return criteria, [], str(exc)
+            return criteria, verdicts, None
+
+        results = await asyncio.gather(*(one(i) for i in range(n)))
+        ok = [i for i, (_, _, error) in enumerate(results) if error is None]
+        if not ok:
+            raise ServiceError(
+                502,
+                f"no step could be scored: {results[0][2]}",
+                type="judge_unavailable",
+                usage=UsageOut.of(usage),
+            )
+        scores: dict[int, float] = {}
+        for i in ok:
+            criteria, verdicts, _ = results[i]
+            assert criteria is not None
+            scores[i] = weighted_fraction(criteria, [v.satisfied for v in verdicts])
+        split = decompose_outcome(request.outcome, [scores[i] for i in ok])
+        reward_of = dict(zip(ok, split.rewards, strict=True))
+        share_of = dict(zip(ok, split.shares, strict=True))
+        steps: list[ScoredStep] = []
+        for i, (criteria, verdicts, error) in enumerate(results):
+            base = _step_out(seg, i)
+            steps.append(
+                ScoredStep(
+                    **base.model_dump(),
+                    status="ok" if error is None else "failed",
+                    rubric=None if criteria is None else _rubric_out(criteria),
+                    verdicts=[] if error or criteria is None else _verdicts_out(criteria, verdicts),
+                    score=scores.get(i),
+                    share=share_of.get(i),
+                    reward=reward_of.get(i),
+                    error=error,
+                )
+            )
+        failed = [i for i in range(n) if i not in reward_of]
+        log.info("steps.scored steps=%d failed=%d decomposition=%s", n, len(failed), split.method)
+        return ScoreResponse(
+            markup=seg.markup,
+            rendered=rendered,
+            prompt_messages=seg.prompt_messages,
+            steps=steps,
+            outcome=request.outcome,
+            decomposition=split.method,
+            failed_steps=failed,
+            usage=UsageOut.of(usage),
+            timing=_timing(started, clock),
+        )
+
+    # --- listwise reward ------------------------------------------------------------------
+
+    async def listwise_reward(self, request: ListwiseRewardRequest) -> ListwiseRewardResponse:
+        started = time.perf_counter()
+        n = len(request.candidates)
+        consensus, points = _consensus(request, n=n)
+        expert_ranks = ranks_from_tiers(consensus, n=n)
+        history = self._history(request.history)
+        clock = WaitClock()
+        usage = Usage()
+        gate = asyncio.Semaphore(self.settings.concurrency)
+
+        async def score_candidate(criteria: list[Criterion], candidate: str) -> float:
+            async with gate:
+                verdicts = await self._verdicts(
+                    question=request.question,
+                    history=history,
+                    action=candidate,
+                    criteria=criteria,
+                    clock=clock,
+                    usage=usage,
+                )
+            return weighted_fraction(criteria, [v.satisfied for v in verdicts])
+
+        async def one(index: int, text: str) -> RubricRewardOut:
+            parsed = parse_rubric_text(text)
+            r_fmt = format_score(parsed, k=request.k)
+            if parsed is None:
+                reward = rubric_reward(
+                    rho=None, r_atom=0.0, r_fmt=r_fmt, repetition=repetition_rate([text])
+                )
+                return _rubric_reward_out(index, "unparseable", None, None, reward)
+            criteria = make_rubric(parsed.criteria, parsed.weights)
+            repetition = repetition_rate(parsed.criteria)
+            r_atom = atomicity(parsed.criteria)
+            if repetition > REPETITION_MAX_RATE:
+                # gated: the total is 0 whatever the ranking, so the verifier is not asked
+                reward = rubric_reward(rho=None, r_atom=r_atom, r_fmt=r_fmt, repetition=repetition)
+                return _rubric_reward_out(index, "ok", criteria, None, reward)
+            try:
+                candidate_scores = list(
+                    await asyncio.gather(
+                        *(score_candidate(criteria, c) for c in request.candidates)
+                    )
+                )
+            except UpstreamError as exc:
+                FALLBACKS.labels("rubric_unscored").inc()
+                log.warning("listwise.rubric_failed rubric=%d error=%s", index, exc)
+                out = _rubric_reward_out(index, "error", criteria, None, None)
+                out.r_atom, out.r_fmt, out.repetition, out.error = (
+                    r_atom,
+                    r_fmt,
+                    repetition,
+                    str(exc),
+                )
+                return out
+            induced = ranks_from_tiers(tiers_from_scores(candidate_scores), n=n)
+            reward = rubric_reward(
+                rho=spearman(induced, expert_ranks),
+                r_atom=r_atom,
+                r_fmt=r_fmt,
+                repetition=repetition,
+            )
+            return _rubric_reward_out(index, "ok", criteria, candidate_scores, reward)
+
+        rubrics = list(await asyncio.gather(*(one(i, t) for i, t in enumerate(request.rubrics))))
+        if all(r.status == "error" for r in rubrics):
+            raise ServiceError(
+                502,
+                f"no rubric could be scored: {rubrics[0].error}",
+                type="judge_unavailable",
+                usage=UsageOut.of(usage),
+            )
+        scored = [r for r in rubrics if r.reward is not None]
+        for r, advantage in zip(
+            scored,
+            group_advantages([r.reward for r in scored if r.reward is not None]),
+            strict=True,
+        ):
+            r.advantage = advantage
+        log.info(
+            "listwise.scored rubrics=%d candidates=%d errors=%d",
+            len(rubrics),
+            n,
+            sum(r.status == "error" for r in rubrics),
+        )
+        return ListwiseRewardResponse(
+            consensus=consensus,
+            borda_points=points,
+            rubrics=rubrics,
+            usage=UsageOut.of(usage),
+            timing=_timing(started, clock),
+        )
+
+    # --- multi-judge ranking --------------------------------------------------------------
+
+    async def rank(self, request: RankRequest) -> RankResponse:
+        started = time.perf_counter()
+        n = len(request.candidates)
+        judges = request.judges
+        min_valid = (
+            request.min_valid
+            if request.min_valid is not None
+            else min(RANK_MIN_VALID_JUDGES, judges)
+        )
+        if min_valid > judges:
+            raise DomainError(f"must be at most `judges` ({judges})", field="min_valid")
+        seed = request.seed if request.seed is not None else secrets.randbelow(2**31)
+        temperature = (
+            self.settings.rank_temperature if request.temperature is None else request.temperature
+        )
+        history = self._history(request.history)
+        labels = neutral_labels(n)
+        clock = WaitClock()
+        gate = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(j: int) -> tuple[JudgeOut, Tiers | None, Usage]:
+            seed_j = judge_seed(seed, j)
+            order = judge_order(n, seed=seed_j)
+            client = self.judges[j % len(self.judges)]
+            spent = Usage()
+            out = JudgeOut(
+                judge=j,
+                server=client.service,
+                status="dropped",
+                order=order,
+                labels={label: order[p] for p, label in enumerate(labels)},
+                ranking=None,
+                rationale=None,
+                error=None,
+                usage=UsageOut(),
+            )
+            body = RankTaskRequest(
+                question=request.question,
+                history=history,
+                candidates=[
+                    LabeledCandidate(label=labels[p], text=request.candidates[order[p]])
+                    for p in range(n)
+                ],
+                temperature=temperature,
+                seed=seed_j,
+            )
+            tiers: Tiers | None = None
+            try:
+                async with gate:
+                    answer = await _run_task(
+                        client,
+                        "/v1/tasks/rank",
+                        body,
+                        response_model=RankTaskResponse,
+                        clock=clock,
+                        usage=spent,
+                    )
+                tiers = labels_to_tiers(answer.ranking, order=order)
+                out.status, out.ranking, out.rationale = "ok", tiers, answer.rationale
+            except UpstreamError as exc:
+                out.error = str(exc)
+            except ValueError as exc:
+                out.error = f"{client.service}: unusable ranking: {exc}"
+            if out.status == "dropped":
+                FALLBACKS.labels("judge_dropped").inc()
+                log.warning("rank.judge_dropped judge=%d error=%s", j, out.error)
+            out.usage = UsageOut.of(spent)
+            return out, tiers, spent
+
+        results = await asyncio.gather(*(one(j) for j in range(judges)))
+        usage = Usage()
+        for _, _, spent in results:
+            usage.merge(spent)
+        valid = [tiers for _, tiers, _ in results if tiers is not None]
+        dropped = [out.judge for out, tiers, _ in results if tiers is None]
+        if len(valid) < min_valid:
+            reasons = "; ".join(f"judge {out.judge}: {out.error}" for out, _, _ in results)
+            raise ServiceError(
+                502,
+                f"{len(valid)} of {judges} judges returned a parseable ranking, "
+                f"{min_valid} needed: {reasons}",
+                type="insufficient_judges",
+                usage=UsageOut.of(usage),
+            )
+        consensus, points = borda_consensus(valid, n=n)
+        log.info("rank.done candidates=%d judges=%d dropped=%d", n, judges, len(dropped))
+        return RankResponse(
+            consensus=consensus,
+            borda_points=points,
+            judges=[out for out, _, _ in results],
+            dropped=dropped,
+            seed=seed,
+            usage=UsageOut.of(usage),
+            timing=_timing(started, clock),
+        )
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _consensus(request: ListwiseRewardRequest, *, n: int) -> tuple[Tiers, list[float] | None]:
+    if (request.expert_ranking is None) == (request.judge_rankings is None):
+        raise DomainError(
+            "give exactly one of `expert_ranking` and `judge_rankings`", field="expert_ranking"
+        )
+    if request.expert_ranking is not None:
+        return to_tiers(request.expert_ranking, n=n, field="expert_ranking"), None
+    assert request.judge_rankings is not None
+    rankings = [
+        to_tiers(r, n=n, field=f"judge_rankings[{j}]") for j, r in enumerate(request.judge_rankings)
+    ]
+    return borda_consensus(rankings, n=n)
+
+
+def _criteria_in(rubric: StepRubricIn, *, field: str) -> list[Criterion]:
+    return make_rubric(
+        [c.text for c in rubric.criteria], [c.weight for c in rubric.criteria], field=field
+    )
+
+
+def _rubric_out(criteria: Sequence[Criterion]) -> StepRubricOut:
+    return StepRubricOut(
+        criteria=[CriterionOut(text=c.text, weight=c.weight) for c in criteria],
+        rendered=render_rubric(criteria),
+    )
+
+
+def _verdicts_out(criteria: Sequence[Criterion], verdicts: Sequence[Verdict]) -> list[VerdictOut]:
+    return [
+        VerdictOut(
+            index=n, criterion=c.text, weight=c.weight, satisfied=v.satisfied, reason=v.reason
+        )
+        for n, (c, v) in enumerate(zip(criteria, verdicts, strict=True), start=1)
+    ]
+
+
+def _step_out(seg: Segmentation, i: int) -> StepOut:
+    step = seg.steps[i]
+    return StepOut(
+        index=step.index,
+        kind=step.kind,
+        span=step.span,
+        action_span=step.action_span,
+        observation_span=step.observation_span,
+        message_span=step.message_span,
+    )
+
+
+def _rubric_reward_out(
+    index: int,
+    status: RubricStatus,
+    criteria: Sequence[Criterion] | None,
+    candidate_scores: list[float] | None,
+    reward: RubricReward | None,
+) -> RubricRewardOut:
+    """`reward` is None for an `error` rubric; a gated rubric has no ρ and no r_rank (the
+    verifier was not asked), an unparseable one has r_rank 0."""
+    induced = None if candidate_scores is None else tiers_from_scores(candidate_scores)
+    return RubricRewardOut(
+        index=index,
+        status=status,
+        criteria=None
+        if criteria is None
+        else [CriterionOut(text=c.text, weight=c.weight) for c in criteria],
+        candidate_scores=candidate_scores,
+        induced_ranking=induced,
+        rho=None if reward is None else reward.rho,
+        r_rank=None if reward is None or (reward.rho is None and status == "ok") else reward.r_rank,
+        r_atom=0.0 if reward is None else reward.r_atom,
+        r_fmt=0.0 if reward is None else reward.r_fmt,
+        repetition=0.0 if reward is None else reward.repetition,
+        gated=False if reward is None else reward.gated,
+        reward=None if reward is None else reward.total,
+        advantage=None,
+    )
+
+
+def _timing(started: float, clock: WaitClock) -> Timing:
+    total = time.perf_counter() - started
+    upstream = clock.total()
+    return Timing(total_s=total, upstream_s=upstream, overhead_s=max(0.0, total - upstream))
