@@ -102,7 +102,7 @@ def metrics_registry(app: Celery) -> CollectorRegistry:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry, path=directory)
+        multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
     broker = str(app.conf.broker_url or "")
     if broker.startswith(("redis://", "rediss://")):
         queues = set(app.amqp.queues.keys()) | {app.conf.task_default_queue}
@@ -132,7 +132,7 @@ def _process_shutdown(pid: int | None = None, **_: Any) -> None:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(pid or os.getpid())
+        multiprocess.mark_process_dead(pid or os.getpid())  # type: ignore[no-untyped-call]
 
 
 _HANDLERS: tuple[tuple[Any, Any, str], ...] = (
