@@ -146,6 +146,29 @@ class RedisIdempotencyStore(IdempotencyStore):
         await self._redis.aclose()
 
 
+class StoreUnavailableError(Exception):
+    pass
+
+
+class _Guarded:
+    """The store's reads and claims, with any failure turned into StoreUnavailableError."""
+
+    def __init__(self, store: IdempotencyStore) -> None:
+        self.store = store
+
+    async def claim(self, key: str, fingerprint: str, *, ttl_s: int) -> str | None:
+        try:
+            return await self.store.claim(key, fingerprint, ttl_s=ttl_s)
+        except Exception as exc:
+            raise StoreUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+
+    async def get(self, key: str) -> str | None:
+        try:
+            return await self.store.get(key)
+        except Exception as exc:
+            raise StoreUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+
+
 def _keep(status: int) -> bool:
     return status < 500 and status not in (409, 429)
 
@@ -194,7 +217,33 @@ class IdempotencyMiddleware:
         tenant = _tenant(scope, headers)
         key = hashlib.sha256(f"{tenant}\0{scope['path']}\0{idem}".encode()).hexdigest()
 
-        existing = await self.store.claim(key, fingerprint, ttl_s=self.ttl_s)
+        try:
+            await self._dedupe(scope, receive, send, key, fingerprint, body, more)
+        except StoreUnavailableError as exc:
+            log.warning("idempotency.unavailable error=%s", exc)
+            await self._error(
+                scope,
+                receive,
+                send,
+                503,
+                "idempotency_unavailable",
+                "the Idempotency-Key store is unreachable, so exactly-once cannot be promised; "
+                "retry later (or send the request without the header)",
+                retry_after=2,
+            )
+
+    async def _dedupe(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        key: str,
+        fingerprint: str,
+        body: bytes,
+        more: Receive,
+    ) -> None:
+        store = _Guarded(self.store)
+        existing = await store.claim(key, fingerprint, ttl_s=self.ttl_s)
         deadline = time.monotonic() + self.wait_s
         while existing is not None:
             if existing.startswith(_PENDING + ":"):
@@ -213,9 +262,9 @@ class IdempotencyMiddleware:
                     )
                     return
                 await asyncio.sleep(self.poll_s)
-                existing = await self.store.get(key)
+                existing = await store.get(key)
                 if existing is None:  # the first attempt failed and released the key
-                    existing = await self.store.claim(key, fingerprint, ttl_s=self.ttl_s)
+                    existing = await store.claim(key, fingerprint, ttl_s=self.ttl_s)
                 continue
             stored = Stored.loads(existing)
             if stored.fingerprint != fingerprint:
