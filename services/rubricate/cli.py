@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-SERVICES = ("gateway", "rubric-generator", "verifier", "store", "all")
+SERVICES = ("gateway", "rubric-generator", "verifier", "store", "miner", "all")
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -34,6 +34,7 @@ def _serve(args: argparse.Namespace) -> int:
                         ("rubric-generator", 1),
                         ("verifier", 2),
                         ("store", 3),
+                        ("miner", 4),
                     )
                 }
             async with EmbeddedPlatform(data_dir=Path(args.data_dir), host=args.host, ports=ports):
@@ -53,8 +54,12 @@ def _serve(args: argparse.Namespace) -> int:
         "rubric-generator": "rubricate.rubric_generator.app:create_app",
         "verifier": "rubricate.verifier.app:create_app",
         "store": "rubricate.store.app:create_app",
+        "miner": "rubricate.miner.app:create_app",
     }[args.service]
     port = args.port or DEFAULT_PORTS[args.service]
+    from rubricate.common.auth import AuthSettings, assert_safe_bind
+
+    assert_safe_bind(AuthSettings(), host=args.host, service=args.service)
     configure_logging(service=args.service)  # JSON lines with request ids
     uvicorn.run(
         factory,
@@ -121,9 +126,15 @@ def build_parser() -> argparse.ArgumentParser:
         func=_model
     )
 
+    from rubricate.admin_cli import register as register_admin
+
+    register_admin(sub)
     from rubricate.evaluation.cli import register as register_eval
 
     register_eval(sub)
+    from rubricate.miner.cli import register as register_miner
+
+    register_miner(sub)
     return parser
 
 

@@ -17,12 +17,15 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
+from rubricate.common.auth import AuthSettings, assert_safe_bind
 from rubricate.common.model_server import TaskSettings
 from rubricate.gateway.app import create_app as create_gateway
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.factory import build_backend
 from rubricate.llm.settings import LLMSettings
+from rubricate.miner.app import create_app as create_miner
+from rubricate.miner.settings import MinerSettings
 from rubricate.rubric_generator.app import create_app as create_generator
 from rubricate.store.app import create_app as create_store
 from rubricate.store.settings import StoreSettings
@@ -30,8 +33,14 @@ from rubricate.verifier.app import create_app as create_verifier
 
 log = logging.getLogger("rubricate.embedded")
 
-SERVICES = ("store", "rubric-generator", "verifier", "gateway")
-DEFAULT_PORTS = {"gateway": 8000, "rubric-generator": 8001, "verifier": 8002, "store": 8003}
+SERVICES = ("store", "rubric-generator", "verifier", "miner", "gateway")
+DEFAULT_PORTS = {
+    "gateway": 8000,
+    "rubric-generator": 8001,
+    "verifier": 8002,
+    "store": 8003,
+    "miner": 8004,
+}
 DEFAULT_GRPC_PORT = 50051
 
 
@@ -67,6 +76,9 @@ class EmbeddedPlatform:
     gateway: GatewaySettings | None = None
     store: StoreSettings | None = None
     """Store settings; default: SQLite in `data_dir` and an in-process cache."""
+    miner: MinerSettings | None = None
+    """Miner settings; default: the store's database, Qdrant local mode in `data_dir`, Celery
+    eager. Its model-server URLs are always this platform's."""
     backend: LLMBackend | None = None
     """Inject a backend (shared by both model servers); default: built from `llm`."""
     urls: dict[str, str] = field(default_factory=dict)
@@ -74,8 +86,7 @@ class EmbeddedPlatform:
     _owns_backend: bool = False
 
     async def start(self) -> None:
-        if self.host not in ("127.0.0.1", "localhost", "::1"):
-            log.warning("embedded.open_network host=%s: embedded mode has no auth", self.host)
+        assert_safe_bind(AuthSettings(), host=self.host, service="embedded platform")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.backend is None:
             self.backend = await asyncio.to_thread(build_backend, self.llm)
@@ -94,6 +105,7 @@ class EmbeddedPlatform:
                 "rubric_generator_url": self.urls["rubric-generator"],
                 "verifier_url": self.urls["verifier"],
                 "store_url": self.urls["store"],
+                "miner_url": self.urls["miner"],
                 "grpc_host": self.host,
                 "grpc_port": self.ports.get("gateway-grpc", grpc_port_for(self.ports)),
             }
@@ -104,6 +116,21 @@ class EmbeddedPlatform:
                 llm=self.llm, tasks=self.tasks, backend=self.backend
             ),
             "verifier": create_verifier(llm=self.llm, tasks=self.tasks, backend=self.backend),
+            "miner": create_miner(
+                (
+                    self.miner
+                    or MinerSettings(
+                        data_dir=self.data_dir,
+                        database_url=store_settings.database_url,
+                        eager=True,
+                    )
+                ).model_copy(
+                    update={
+                        "rubric_generator_url": self.urls["rubric-generator"],
+                        "verifier_url": self.urls["verifier"],
+                    }
+                )
+            ),
             "gateway": create_gateway(gateway_settings),
         }
         for name in SERVICES:

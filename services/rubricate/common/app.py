@@ -11,8 +11,10 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rubricate.common.auth import AuthMiddleware, AuthSettings
 from rubricate.common.errors import ErrorResponse, error_json, install_error_handlers
 from rubricate.common.logging import ACCESS_LOGGER, MAX_REQUEST_ID_CHARS, REQUEST_ID
 from rubricate.common.metrics import HTTP_LATENCY
@@ -126,7 +128,8 @@ class _BodyTooLarge(Exception):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (400, 404, 409, 413, 422, 429, 500, 502, 503)
+    code: {"model": ErrorResponse}
+    for code in (400, 401, 403, 404, 409, 413, 422, 429, 500, 502, 503)
 }
 
 
@@ -138,9 +141,16 @@ def create_service_app(
     lifespan: Lifespan | None = None,
     readiness: Sequence[tuple[str, ReadinessCheck]] = (),
     max_body_bytes: int = 8 * 1024 * 1024,
+    auth: AuthSettings | None = None,
+    middleware: Sequence[Middleware] = (),
 ) -> FastAPI:
+    """`middleware` runs inside authentication (it sees the caller's tenant), outermost first."""
     app = FastAPI(title=title, lifespan=lifespan, responses=ERROR_RESPONSES)
     install_error_handlers(app)
+    # added first = innermost: request ids, limits and latency wrap the authentication
+    for item in reversed(middleware):
+        app.add_middleware(item.cls, *item.args, **item.kwargs)
+    app.add_middleware(AuthMiddleware, settings=auth or AuthSettings())
     app.add_middleware(RequestContextMiddleware, service=service, max_body_bytes=max_body_bytes)
 
     @app.get("/healthz", tags=["ops"])

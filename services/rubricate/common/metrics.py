@@ -136,3 +136,22 @@ GRPC_LATENCY = Histogram(
     ["method", "code"],
     buckets=_LATENCY_BUCKETS,
 )
+IDEMPOTENT_REPLAYS = Counter(
+    "rubricate_idempotent_replays_total",
+    "Gateway requests answered from a stored first result (Idempotency-Key).",
+)
+TENANT_THROTTLED = Counter(
+    "rubricate_tenant_throttled_total",
+    "Gateway requests refused with 429 because the tenant had too many in flight.",
+)
+JUDGE_CACHE = Counter(
+    "rubricate_judge_cache_total",
+    "Deterministic (temperature 0) judge calls by cache result "
+    "(hit | miss | coalesced | error | bypass).",
+    ["result"],
+)
+CIRCUIT_OPEN = Gauge(
+    "rubricate_llm_circuit_open",
+    "1 while the circuit breaker in front of a model backend is open (calls fail fast).",
+    ["backend"],
+)

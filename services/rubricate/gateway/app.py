@@ -3,12 +3,21 @@ from contextlib import asynccontextmanager
 
 import httpx
 from fastapi import FastAPI
+from starlette.middleware import Middleware
 
 from rubricate.common.app import create_service_app
-from rubricate.gateway import nugget_routes, reflection_routes
-from rubricate.gateway.bank_proxy import BankProxy
+from rubricate.gateway import nugget_routes
 from rubricate.gateway.clients import ServiceClient
+from rubricate.gateway.idempotency import (
+    IdempotencyMiddleware,
+    IdempotencyStore,
+    MemoryIdempotencyStore,
+    RedisIdempotencyStore,
+)
+from rubricate.gateway import miner_routes
 from rubricate.gateway.nuggets import NuggetService, NuggetSettings
+from rubricate.gateway import reflection_routes
+from rubricate.gateway.bank_proxy import BankProxy
 from rubricate.gateway.reflections import ReflectionService, ReflectionSettings
 from rubricate.gateway import trainer_routes
 from rubricate.gateway.routes import router
@@ -17,6 +26,7 @@ from rubricate.gateway.settings import GatewaySettings
 from rubricate.gateway.stagewise import StagewiseService, Upstreams
 from rubricate.gateway.step_routes import router as step_router
 from rubricate.gateway.steps import StepSettings, StepsService
+from rubricate.gateway.tenant_limits import TenantConcurrencyMiddleware
 
 
 def build_upstreams(
@@ -47,8 +57,13 @@ async def _upstreams_ready(app: FastAPI) -> tuple[bool, str]:
     return not problems, "; ".join(problems) or "ok"
 
 
+def build_idempotency_store(cfg: GatewaySettings) -> IdempotencyStore:
+    return RedisIdempotencyStore(cfg.redis_url) if cfg.redis_url else MemoryIdempotencyStore()
+
+
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     cfg = settings or GatewaySettings()
+    idempotency = build_idempotency_store(cfg)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -65,15 +80,18 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             reflection=ReflectionSettings(),
         )
         app.state.bank_proxy = BankProxy(cfg)
+        setattr(app.state, miner_routes.STATE_NAME, miner_routes.build_miner_client(cfg))
         grpc_server = await start_grpc(app, cfg)
         try:
             yield
         finally:
             if grpc_server is not None:
                 await grpc_server.stop()
-            await app.state.bank_proxy.aclose()
             await app.state.steps.aclose()
+            await app.state.bank_proxy.aclose()
+            await getattr(app.state, miner_routes.STATE_NAME).aclose()
             await upstreams.aclose()
+            await idempotency.aclose()
 
     return create_service_app(
         service="gateway",
@@ -82,10 +100,20 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             router,
             trainer_routes.router,
             nugget_routes.router,
-            reflection_routes.router,
             step_router,
+            reflection_routes.router,
+            miner_routes.router,
         ],
         lifespan=lifespan,
         readiness=[("upstreams", _upstreams_ready)],
         max_body_bytes=cfg.max_body_bytes,
+        middleware=[
+            Middleware(
+                IdempotencyMiddleware,
+                store=idempotency,
+                ttl_s=cfg.idempotency_ttl_s,
+                wait_s=cfg.model_timeout_s,
+            ),
+            Middleware(TenantConcurrencyMiddleware, max_in_flight=cfg.max_in_flight_per_tenant),
+        ],
     )

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from rubricate.common.logging import forward_headers
 from rubricate.common.metrics import UPSTREAM_ERRORS
+from rubricate.common.auth import internal_headers
 from rubricate.common.schemas import UsageOut
 
 T = TypeVar("T", bound=BaseModel)
@@ -78,6 +79,7 @@ class ServiceClient:
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
             transport=transport,
+            headers=internal_headers(),
         )
 
     async def aclose(self) -> None:

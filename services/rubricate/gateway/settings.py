@@ -12,6 +12,8 @@ class GatewaySettings(BaseSettings):
     rubric_generator_url: str = "http://127.0.0.1:8001"
     verifier_url: str = "http://127.0.0.1:8002"
     store_url: str = "http://127.0.0.1:8003"
+    miner_url: str = "http://127.0.0.1:8004"
+    """The miner (corpora, nugget-mining jobs, mined nuggets)."""
     model_timeout_s: float = Field(default=900.0, gt=0)
     """Timeout of one call to a model server (a CPU model can take minutes)."""
     store_timeout_s: float = Field(default=30.0, gt=0)
@@ -22,6 +24,12 @@ class GatewaySettings(BaseSettings):
     max_trajectory_chars: int = Field(default=400_000, ge=1)
     scoring_concurrency: int = Field(default=16, ge=1)
     """Scoring calls in flight per request (one call per rollout)."""
+    redis_url: str | None = None
+    """Redis for Idempotency-Key results shared by replicas; unset: kept in process memory."""
+    idempotency_ttl_s: int = Field(default=24 * 3600, ge=60)
+    """How long a first result is replayed for a retried Idempotency-Key."""
+    max_in_flight_per_tenant: int = Field(default=64, ge=1)
+    """Requests in flight per tenant on one replica; more get 429 with Retry-After."""
     grpc_enabled: bool = True
     """Serve the gRPC API (rubricate.v1) next to HTTP, from the same service objects."""
     grpc_host: str = "0.0.0.0"
