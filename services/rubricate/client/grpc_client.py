@@ -40,6 +40,7 @@ class _GrpcConfig:
         timeout_s: float,
         retry: RetryPolicy | None,
         tenant: str | None,
+        api_key: str | None,
         metadata: Mapping[str, str] | None,
         concurrency: int,
     ) -> None:
@@ -53,6 +54,8 @@ class _GrpcConfig:
         pairs = {k.lower(): v for k, v in (metadata or {}).items()}
         if tenant is not None:
             pairs[TENANT_HEADER.lower()] = tenant
+        if api_key is not None:
+            pairs["authorization"] = f"Bearer {api_key}"
         self.metadata = tuple(pairs.items())
         self.options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -120,6 +123,7 @@ class GrpcClient(SyncAPI):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         tenant: str | None = None,
+        api_key: str | None = None,
         metadata: Mapping[str, str] | None = None,
         concurrency: int = 8,
     ) -> None:
@@ -127,6 +131,7 @@ class GrpcClient(SyncAPI):
             timeout_s=timeout_s,
             retry=retry,
             tenant=tenant,
+            api_key=api_key,
             metadata=metadata,
             concurrency=concurrency,
         )
@@ -186,6 +191,7 @@ class AsyncGrpcClient(AsyncAPI):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         tenant: str | None = None,
+        api_key: str | None = None,
         metadata: Mapping[str, str] | None = None,
         concurrency: int = 8,
     ) -> None:
@@ -193,6 +199,7 @@ class AsyncGrpcClient(AsyncAPI):
             timeout_s=timeout_s,
             retry=retry,
             tenant=tenant,
+            api_key=api_key,
             metadata=metadata,
             concurrency=concurrency,
         )

@@ -36,6 +36,7 @@ class _HTTPConfig:
         connect_timeout_s: float,
         retry: RetryPolicy | None,
         tenant: str | None,
+        api_key: str | None,
         headers: Mapping[str, str] | None,
         max_connections: int,
         concurrency: int,
@@ -54,6 +55,8 @@ class _HTTPConfig:
         self.headers = {"user-agent": "rubricate-client", **(headers or {})}
         if tenant is not None:
             self.headers[TENANT_HEADER] = tenant
+        if api_key is not None:
+            self.headers["authorization"] = f"Bearer {api_key}"
 
     def request_args(
         self, endpoint: Endpoint[Any, Any], body: Body, path: Mapping[str, str] | None
@@ -107,6 +110,7 @@ class Client(SyncAPI):
         connect_timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
         tenant: str | None = None,
+        api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         max_connections: int = 64,
         concurrency: int = 8,
@@ -118,6 +122,7 @@ class Client(SyncAPI):
             connect_timeout_s=connect_timeout_s,
             retry=retry,
             tenant=tenant,
+            api_key=api_key,
             headers=headers,
             max_connections=max_connections,
             concurrency=concurrency,
@@ -180,6 +185,7 @@ class AsyncClient(AsyncAPI):
         connect_timeout_s: float = 10.0,
         retry: RetryPolicy | None = None,
         tenant: str | None = None,
+        api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         max_connections: int = 64,
         concurrency: int = 8,
@@ -191,6 +197,7 @@ class AsyncClient(AsyncAPI):
             connect_timeout_s=connect_timeout_s,
             retry=retry,
             tenant=tenant,
+            api_key=api_key,
             headers=headers,
             max_connections=max_connections,
             concurrency=concurrency,

@@ -1,12 +1,15 @@
-"""The gateway's gRPC server: every endpoint with an `rpc` in the endpoint table, served from
-the same route functions (and so the same service objects) as HTTP.
+"""The gateway's gRPC server: every endpoint with an `rpc` in the endpoint table, served by
+the same FastAPI app (same routes, service objects and middleware) as HTTP.
 
-A call decodes the request message into the endpoint's Pydantic model, calls the HTTP route's
-function in process (`RouteInvoker`), and encodes its response model. Errors become the gRPC
-code of their HTTP status (`rpc.status`), with the HTTP error body in trailing metadata.
-Tenant and request id travel as metadata `x-rubricate-tenant` and `x-request-id`.
+A call decodes its message into the endpoint's JSON body and passes it to the gateway app in
+process (ASGI, no socket), with the call's metadata as headers: `authorization` / `x-api-key`,
+`x-rubricate-tenant`, `x-request-id`, `idempotency-key`. So authentication, tenant limits,
+idempotent replay, validation and the error shape are those of HTTP by construction. The answer
+is encoded into the response message; an error becomes the gRPC code of its HTTP status
+(`rpc.status`), with the HTTP error body and status in trailing metadata.
 """
 
+import json
 import logging
 import time
 import uuid
@@ -14,73 +17,82 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
+import httpx
 from fastapi import FastAPI
 from google.protobuf.message import Message
 
+from rubricate.common.errors import ErrorBody, ErrorResponse
 from rubricate.common.metrics import GRPC_LATENCY
-from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.gateway.endpoints import ENDPOINTS, PROTO_PACKAGE, Endpoint
-from rubricate.gateway.invoke import RouteInvoker
-from rubricate.rpc.convert import message_to_model, model_to_message
+from rubricate.rpc.convert import json_to_message, message_to_json
 from rubricate.rpc.protos import endpoint_types
 from rubricate.rpc.status import (
     ERROR_METADATA,
     RETRY_AFTER_METADATA,
     STATUS_METADATA,
-    describe_error,
     grpc_code,
+    internal_error,
 )
 
 log = logging.getLogger("rubricate.grpc")
 
-Handler = Callable[[Message, grpc.aio.ServicerContext[Any, Any]], Awaitable[Message]]
+Handler = Callable[[Message, Any], Awaitable[Message]]
+
+FORWARDED_METADATA = frozenset(
+    {"authorization", "x-api-key", "x-rubricate-tenant", "x-request-id", "idempotency-key"}
+)
+"""Call metadata passed to the HTTP stack as headers (everything else is dropped)."""
 
 
-def _handler(invoker: RouteInvoker, endpoint: Endpoint[Any, Any]) -> Handler:
+class _Failure(Exception):
+    def __init__(self, status: int, body: str, retry_after: str | None) -> None:
+        super().__init__(body)
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+
+
+def _handler(http: httpx.AsyncClient, endpoint: Endpoint[Any, Any]) -> Handler:
     _, response_cls = endpoint_types(endpoint)
-    invoker.route(endpoint.method, endpoint.path)  # fail at start-up, not at the first call
 
-    async def handle(request: Message, context: grpc.aio.ServicerContext[Any, Any]) -> Message:
+    async def handle(request: Message, context: Any) -> Message:
         started = time.perf_counter()
-        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
-        request_id = str(metadata.get("x-request-id") or uuid.uuid4().hex)[:128]
-        headers = {"x-request-id": request_id}
-        tenant = metadata.get(TENANT_HEADER.lower())
-        if isinstance(tenant, str):
-            headers[TENANT_HEADER] = tenant
+        headers = {
+            k.lower(): v
+            for k, v in (context.invocation_metadata() or ())
+            if k.lower() in FORWARDED_METADATA and isinstance(v, str)
+        }
+        request_id = headers.setdefault("x-request-id", uuid.uuid4().hex)[:128]
         code = grpc.StatusCode.OK
         try:
-            body = message_to_model(request, endpoint.request) if endpoint.has_body else None
-            path_params = {p: str(getattr(request, p)) for p in endpoint.path_params}
-            result = await invoker.call(
-                endpoint.method,
-                endpoint.path,
-                body=body,
-                path_params=path_params,
-                headers=headers,
-                request_id=request_id,
+            path = {p: str(getattr(request, p)) for p in endpoint.path_params}
+            body = message_to_json(request, endpoint.request) if endpoint.has_body else None
+            response = await http.request(
+                endpoint.method, endpoint.url_path(path), json=body, headers=headers
             )
-            if not isinstance(result, endpoint.response):
-                result = endpoint.response.model_validate(result)
-            return model_to_message(result, response_cls)
+            if response.status_code >= 400:
+                raise _Failure(
+                    response.status_code, response.text, response.headers.get("retry-after")
+                )
+            return json_to_message(json.loads(response.content), response_cls)
         except Exception as exc:
-            status, error, extra = describe_error(exc, request_id=request_id)
+            if isinstance(exc, _Failure):
+                status, retry_after = exc.status, exc.retry_after
+                try:
+                    error = ErrorResponse.model_validate_json(exc.body).error
+                except ValueError:
+                    error = ErrorBody(type="http_error", message=exc.body[:500])
+            else:
+                status, error = 500, internal_error(exc, request_id=request_id)
+                retry_after = None
+                log.warning("grpc.failed method=%s error=%s", endpoint.grpc_path, error.message)
             code = grpc_code(status)
-            trailing = [
-                (ERROR_METADATA, error.model_dump_json()),
+            trailing: list[tuple[str, str | bytes]] = [
+                (ERROR_METADATA, error.model_dump_json().encode()),
                 (STATUS_METADATA, str(status)),
             ]
-            retry_after = {k.lower(): v for k, v in extra.items()}.get("retry-after")
             if retry_after is not None:
                 trailing.append((RETRY_AFTER_METADATA, retry_after))
-            if status >= 500:
-                log.warning(
-                    "grpc.failed method=%s status=%d request_id=%s error=%s",
-                    endpoint.grpc_path,
-                    status,
-                    request_id,
-                    error.message,
-                )
             context.set_trailing_metadata(tuple(trailing))
             await context.abort(code, error.message)
             raise  # unreachable: abort raises
@@ -93,17 +105,16 @@ def _handler(invoker: RouteInvoker, endpoint: Endpoint[Any, Any]) -> Handler:
 
 
 def build_handlers(
-    app: FastAPI, endpoints: Sequence[Endpoint[Any, Any]] = ENDPOINTS
-) -> list[grpc.GenericRpcHandler]:
-    invoker = RouteInvoker(app)
-    services: dict[str, dict[str, grpc.RpcMethodHandler[Any, Any]]] = {}
+    http: httpx.AsyncClient, endpoints: Sequence[Endpoint[Any, Any]] = ENDPOINTS
+) -> list[Any]:
+    services: dict[str, dict[str, Any]] = {}
     for endpoint in endpoints:
         if endpoint.rpc is None:
             continue
         request_cls, response_cls = endpoint_types(endpoint)
         service, method = endpoint.rpc
         services.setdefault(service, {})[method] = grpc.unary_unary_rpc_method_handler(
-            _handler(invoker, endpoint),
+            _handler(http, endpoint),
             request_deserializer=request_cls.FromString,
             response_serializer=response_cls.SerializeToString,
         )
@@ -122,7 +133,8 @@ class GrpcServer:
         self.requested_port = port
         self.max_message_bytes = max_message_bytes
         self.port: int | None = None
-        self._server: grpc.aio.Server | None = None
+        self._server: Any = None
+        self._http: httpx.AsyncClient | None = None
 
     async def start(self) -> int:
         options = [
@@ -130,8 +142,13 @@ class GrpcServer:
             ("grpc.max_send_message_length", self.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
+        self._http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.app, raise_app_exceptions=False),
+            base_url="http://gateway.grpc",
+            timeout=None,
+        )
         server = grpc.aio.server(options=options)
-        server.add_generic_rpc_handlers(tuple(build_handlers(self.app)))
+        server.add_generic_rpc_handlers(tuple(build_handlers(self._http)))
         address = f"{self.host}:{self.requested_port}"
         port = int(server.add_insecure_port(address))
         if port == 0:
@@ -145,3 +162,6 @@ class GrpcServer:
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None

@@ -1,20 +1,19 @@
 """The one mapping between the HTTP API's statuses and gRPC status codes, and the error
 body both transports carry.
 
-A gRPC error carries, besides its code and message, trailing metadata:
-`rubricate-error` (the HTTP API's error body as JSON), `rubricate-http-status` (the status the
-same request gets over HTTP) and `retry-after` (seconds) when the HTTP response would have one.
+A gRPC error carries, besides its code and message, trailing metadata: `rubricate-error-bin`
+(the HTTP API's error body, UTF-8 JSON), `rubricate-http-status` (the status the same request
+gets over HTTP) and `retry-after` (seconds) when the HTTP response has one.
 """
 
 from typing import Final
 
 import grpc
-from pydantic import ValidationError
 
-from rubricate.common.errors import ErrorBody, ErrorDetail, ServiceError, field_path
-from rubricate.core.errors import DomainError
+from rubricate.common.errors import ErrorBody
+from rubricate.rpc.convert import ProtoMismatch
 
-ERROR_METADATA: Final = "rubricate-error"
+ERROR_METADATA: Final = "rubricate-error-bin"
 STATUS_METADATA: Final = "rubricate-http-status"
 RETRY_AFTER_METADATA: Final = "retry-after"
 
@@ -65,30 +64,7 @@ def grpc_code(status: int) -> grpc.StatusCode:
     return grpc.StatusCode.FAILED_PRECONDITION if status < 500 else grpc.StatusCode.INTERNAL
 
 
-def describe_error(
-    exc: BaseException, *, request_id: str | None
-) -> tuple[int, ErrorBody, dict[str, str]]:
-    """(HTTP status, error body, headers) of an exception, as the HTTP handlers answer it."""
-    if isinstance(exc, ServiceError):
-        body = ErrorBody(type=exc.type, message=exc.message, field=exc.field, usage=exc.usage)
-        status, headers = exc.status_code, dict(exc.headers or {})
-    elif isinstance(exc, DomainError):
-        message = f"{exc.field}: {exc.message}" if exc.field else exc.message
-        body = ErrorBody(type="validation_error", message=message, field=exc.field)
-        status, headers = 422, {}
-    elif isinstance(exc, ValidationError):
-        details = [
-            ErrorDetail(field=field_path(tuple(e["loc"])) or None, message=e["msg"])
-            for e in exc.errors()
-        ]
-        first = details[0] if details else ErrorDetail(message="invalid request")
-        message = f"{first.field}: {first.message}" if first.field else first.message
-        body = ErrorBody(
-            type="validation_error", message=message, field=first.field, details=details
-        )
-        status, headers = 422, {}
-    else:
-        body = ErrorBody(type="internal_error", message=f"{type(exc).__name__}: {exc}")
-        status, headers = 500, {}
-    body.request_id = request_id
-    return status, body, headers
+def internal_error(exc: BaseException, *, request_id: str | None) -> ErrorBody:
+    """The error body of a failure inside the gRPC layer itself (HTTP status 500)."""
+    kind = "proto_mismatch" if isinstance(exc, ProtoMismatch) else "internal_error"
+    return ErrorBody(type=kind, message=f"{type(exc).__name__}: {exc}", request_id=request_id)

@@ -1,0 +1,136 @@
+"""Client retries against a real local HTTP server: 429/503 are retried honouring
+Retry-After, timeouts are retried, other 4xx fail at once with the server's error body."""
+
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+
+from rubricate.client import APIError, AsyncClient, Client, RetryPolicy, TransportError
+from rubricate.client.retry import parse_retry_after
+from rubricate.gateway.endpoints import STAGEWISE_ADVANTAGES
+from tests.client.scripted_server import Reply, ScriptedServer, error_body
+
+ADVANTAGES_OK = {"returns": [[1.0, 1.0, 1.0, 1.0]], "advantages": [[0.0, 0.0, 0.0, 0.0]]}
+BODY = {"scores": [[1, 1, 1, 1]]}
+FAST = RetryPolicy(max_retries=3, backoff_base_s=0.01, backoff_max_s=0.05)
+
+
+def test_retries_429_and_503_honouring_retry_after() -> None:
+    script = [
+        Reply(429, error_body("rate_limited", "slow down"), {"Retry-After": "1"}),
+        Reply(503, error_body("upstream_unavailable", "verifier down"), {"Retry-After": "0"}),
+        Reply(200, ADVANTAGES_OK),
+    ]
+    with ScriptedServer(script).running() as server, Client(server.url, retry=FAST) as client:
+        out = client.stagewise_advantages(BODY)
+    assert out.returns == [[1.0, 1.0, 1.0, 1.0]]
+    assert len(server.received) == 3
+    first, second, third = (r.at for r in server.received)
+    assert second - first >= 0.95  # waited the 1 s the server asked for, not the 10 ms backoff
+    assert third - second < 0.9
+    assert all(r.body == BODY and r.path == "/v1/advantages/stagewise" for r in server.received)
+
+
+def test_fails_fast_on_other_4xx_with_the_server_error_body() -> None:
+    script = [
+        Reply(422, error_body("validation_error", "scores[0]: 3 values", "scores[0]")),
+        Reply(200, ADVANTAGES_OK),
+    ]
+    with (
+        ScriptedServer(script).running() as server,
+        Client(server.url, retry=FAST) as client,
+        pytest.raises(APIError) as caught,
+    ):
+        client.stagewise_advantages(BODY)
+    assert len(server.received) == 1
+    err = caught.value
+    assert (err.status, err.type, err.field) == (422, "validation_error", "scores[0]")
+    assert err.request_id == "rid-1" and not err.retryable and err.transport == "http"
+
+
+def test_gives_up_after_max_retries_with_the_last_error() -> None:
+    script = [Reply(500, error_body("internal_error", f"boom {i}")) for i in range(5)]
+    policy = RetryPolicy(max_retries=2, backoff_base_s=0.01)
+    with (
+        ScriptedServer(script).running() as server,
+        Client(server.url, retry=policy) as client,
+        pytest.raises(APIError) as caught,
+    ):
+        client.stagewise_advantages(BODY)
+    assert len(server.received) == 3
+    assert caught.value.status == 500 and caught.value.message == "boom 2"
+
+
+def test_an_error_without_the_json_shape_still_raises_a_typed_error() -> None:
+    with (
+        ScriptedServer([Reply(404, "nope")]).running() as server,
+        Client(server.url) as client,
+        pytest.raises(APIError) as caught,
+    ):
+        client.get_buffer("q1")
+    assert caught.value.status == 404 and caught.value.error is None
+    assert server.received[0].path == "/v1/buffers/q1"
+
+
+def test_timeouts_are_retried() -> None:
+    script = [Reply(200, ADVANTAGES_OK, delay_s=1.0), Reply(200, ADVANTAGES_OK)]
+    with (
+        ScriptedServer(script).running() as server,
+        Client(server.url, retry=FAST, timeout_s=0.3) as client,
+    ):
+        assert client.stagewise_advantages(BODY).advantages == [[0.0, 0.0, 0.0, 0.0]]
+    assert len(server.received) == 2
+
+
+def test_refused_connections_end_in_a_transport_error() -> None:
+    server = ScriptedServer([])
+    url = server.url
+    server._server.server_close()  # nothing listens on the port any more
+    policy = RetryPolicy(max_retries=1, backoff_base_s=0.01)
+    with Client(url, retry=policy, connect_timeout_s=1) as client, pytest.raises(TransportError):
+        client.stagewise_advantages(BODY)
+
+
+async def test_async_client_retries_and_sends_tenant_header() -> None:
+    script = [
+        Reply(503, error_body("upstream_unavailable", "down"), {"Retry-After": "0"}),
+        Reply(200, ADVANTAGES_OK),
+    ]
+    with ScriptedServer(script).running() as server:
+        async with AsyncClient(server.url, retry=FAST, tenant="team-a") as client:
+            out = await client.stagewise_advantages(BODY)
+    assert out.advantages == [[0.0, 0.0, 0.0, 0.0]]
+    assert [r.headers.get("x-rubricate-tenant") for r in server.received] == ["team-a"] * 2
+
+
+async def test_async_batch_keeps_at_most_concurrency_in_flight() -> None:
+    script = [Reply(200, ADVANTAGES_OK, delay_s=0.2) for _ in range(6)]
+    with ScriptedServer(script).running() as server:
+        async with AsyncClient(server.url, concurrency=2) as client:
+            started = time.monotonic()
+            out = await client.call_many(STAGEWISE_ADVANTAGES, [BODY] * 6)
+            elapsed = time.monotonic() - started
+    assert len(out) == 6 and len(server.received) == 6
+    starts = sorted(r.at for r in server.received)
+    # with 2 in flight, the 3rd and 5th requests start only after earlier ones finished
+    assert starts[2] - starts[0] >= 0.18 and starts[4] - starts[2] >= 0.18
+    assert elapsed >= 0.55
+
+
+def test_backoff_is_exponential_with_jitter_and_capped() -> None:
+    draws = iter([0.0, 1.0, 0.5, 0.0])
+    policy = RetryPolicy(backoff_base_s=1.0, backoff_max_s=3.0, jitter=0.5, rng=lambda: next(draws))
+    assert [policy.delay(n) for n in range(4)] == [1.0, 1.0, 3.0 * 0.75, 3.0]
+    assert policy.delay(0, retry_after=7.5) == 7.5
+    assert RetryPolicy(max_retry_after_s=10).delay(0, retry_after=600) == 10
+
+
+def test_retry_after_accepts_seconds_and_http_dates() -> None:
+    now = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+    assert parse_retry_after("3") == 3.0
+    assert (
+        parse_retry_after(format_datetime(now + timedelta(seconds=30), usegmt=True), now=now) == 30
+    )
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
