@@ -19,6 +19,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.routing import BaseRoute
 
+from rubricate.common.logging import current_request_id, request_id_context
 from rubricate.core.errors import DomainError
 
 
@@ -57,6 +58,7 @@ class RouteInvoker:
     ) -> Any:
         """The route function's return value; its exceptions propagate unchanged."""
         route = self.route(method, path)
+        rid = request_id or current_request_id() or uuid.uuid4().hex
         scope: dict[str, Any] = {
             "type": "http",
             "app": self.app,
@@ -73,13 +75,15 @@ class RouteInvoker:
             "path_params": dict(path_params or {}),
             "client": None,
             "server": None,
-            "state": {"request_id": request_id or uuid.uuid4().hex},
+            "state": {"request_id": rid},
         }
         request = Request(scope)
-        values = await self._solve(route.dependant, request, body)
-        result = route.endpoint(**values)
-        if inspect.isawaitable(result):
-            result = await result
+        # as the HTTP middleware does: logs and upstream calls carry the request id
+        with request_id_context(rid):
+            values = await self._solve(route.dependant, request, body)
+            result = route.endpoint(**values)
+            if inspect.isawaitable(result):
+                result = await result
         return result
 
     async def _solve(
