@@ -45,12 +45,16 @@ COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_llm_parse_failures_total": frozenset({"task"}),
     "rubricate_store_cache_lookups_total": frozenset({"result"}),
     "rubricate_upstream_errors_total": frozenset({"upstream", "kind"}),
+    "rubricate_idempotent_replays_total": frozenset(),
+    "rubricate_tenant_throttled_total": frozenset(),
+    "rubricate_judge_cache_total": frozenset({"result"}),
 }
 GAUGES: dict[str, frozenset[str]] = {
     "rubricate_store_cache_up": frozenset(),
     "rubricate_buffer_rubrics": frozenset({"stage", "origin"}),
     "rubricate_buffer_questions": frozenset(),
     "rubricate_bank_items": frozenset(),
+    "rubricate_llm_circuit_open": frozenset({"backend"}),
     # from rubricate.common.queue_metrics.QueueDepthCollector
     "rubricate_queue_depth": frozenset({"queue"}),
     "rubricate_queue_broker_up": frozenset(),
