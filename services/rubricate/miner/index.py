@@ -165,6 +165,9 @@ class CorpusIndex:
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None and self._url is not None:
+            if self._client is not None:
                 self._client.close()
+                if self._path is not None:
+                    with _local_lock:
+                        _local_clients.pop(self._path.resolve(), None)
             self._client = None

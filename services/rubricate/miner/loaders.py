@@ -73,12 +73,12 @@ class _TextExtractor(HTMLParser):
         self._in_title = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title = True
+            return
         if self._skip_tag is not None:
             if tag == self._skip_tag and tag not in _VOID:
                 self._skip_depth += 1
-            return
-        if tag == "title":
-            self._in_title = True
             return
         values = dict(attrs)
         classes = set((values.get("class") or "").split())
@@ -94,15 +94,16 @@ class _TextExtractor(HTMLParser):
             self.parts.append("\n\n")
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+            return
         if self._skip_tag is not None:
             if tag == self._skip_tag:
                 self._skip_depth -= 1
                 if self._skip_depth == 0:
                     self._skip_tag = None
             return
-        if tag == "title":
-            self._in_title = False
-        elif tag in _BLOCK_TAGS:
+        if tag in _BLOCK_TAGS:
             self.parts.append("\n\n")
 
     def handle_data(self, data: str) -> None:
