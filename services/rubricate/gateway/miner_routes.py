@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, status
 from pydantic import BaseModel
 
 from rubricate.common.errors import ServiceError
+from rubricate.common.logging import forward_headers
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.miner.schemas import (
@@ -62,7 +63,7 @@ class MinerClient:
                     path,
                     json=None if body is None else body.model_dump(mode="json", exclude_none=True),
                     params=params,
-                    headers={TENANT_HEADER: tenant},
+                    headers=forward_headers({TENANT_HEADER: tenant}),  # + X-Request-ID
                 )
                 break
             except httpx.TransportError as exc:
