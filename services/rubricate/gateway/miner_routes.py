@@ -8,6 +8,7 @@ import httpx
 from fastapi import APIRouter, Depends, Query, Request, status
 from pydantic import BaseModel
 
+from rubricate.common.auth import internal_headers
 from rubricate.common.errors import ServiceError
 from rubricate.common.logging import forward_headers
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
@@ -40,6 +41,7 @@ class MinerClient:
             base_url=settings.miner_url,
             timeout=httpx.Timeout(settings.store_timeout_s, connect=10.0),
             transport=transport,
+            headers=internal_headers(),
         )
 
     async def aclose(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from rubricate.common.auth import internal_headers
 from rubricate.common.logging import REQUEST_ID, REQUEST_ID_HEADER
 from rubricate.common.schemas import UsageOut
 from rubricate.core import mining
@@ -61,11 +62,12 @@ class ActionExecutor:
         self.usage = Usage()
         self._sem = asyncio.Semaphore(concurrency)
         timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+        headers = internal_headers()
         self._generator = httpx.AsyncClient(
-            base_url=generator_url, timeout=timeout, transport=transport
+            base_url=generator_url, timeout=timeout, transport=transport, headers=headers
         )
         self._verifier = httpx.AsyncClient(
-            base_url=verifier_url, timeout=timeout, transport=transport
+            base_url=verifier_url, timeout=timeout, transport=transport, headers=headers
         )
 
     async def aclose(self) -> None:

@@ -26,6 +26,9 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
+PG_STATEMENT_TIMEOUT_MS = 30_000
+
+
 def make_engine(
     url: str,
     *,
@@ -37,7 +40,16 @@ def make_engine(
     url = normalize_database_url(url)
     if url.startswith("sqlite"):
         return _sqlite_engine(url, busy_timeout_s=sqlite_busy_timeout_s, pooled=pooled)
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    # a dead database answers in seconds, not after the OS's TCP timeout; a stuck statement
+    # is cancelled by the server rather than holding a pool connection for ever
+    kwargs: dict[str, Any] = {
+        "pool_pre_ping": True,
+        "pool_timeout": 10,
+        "connect_args": {
+            "connect_timeout": 5,
+            "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
+        },
+    }
     if pooled:
         kwargs.update(pool_size=pool_size, max_overflow=max_overflow)
     else:
