@@ -137,3 +137,22 @@ async def test_cli_writes_the_json_report(gateway: str, data_file: Path, tmp_pat
 
 def test_cli_reports_a_missing_file(tmp_path: Path) -> None:
     assert main(["eval", "nuggets", "--data", str(tmp_path / "none.jsonl")]) == 2
+
+
+def test_lexical_calibration_separates_an_easy_set() -> None:
+    from rubricate.evaluation.lexical import calibrate, lexical_predictions
+
+    records = [
+        Record(
+            "t",
+            "q",
+            "alpha beta gamma delta",
+            (
+                RefNugget("alpha beta gamma", "vital", "support"),
+                RefNugget("alpha beta omega psi", "vital", "partial_support"),
+                RefNugget("omega psi chi", "vital", "not_support"),
+            ),
+        )
+    ]
+    th = calibrate(records)
+    assert lexical_predictions(records, th) == [["support", "partial_support", "not_support"]]

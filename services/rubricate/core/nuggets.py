@@ -39,6 +39,9 @@ IMPORTANCE_WEIGHTS: Final[Mapping[Importance, float]] = {"vital": 1.0, "okay": 0
 # Search-Gen-V App. B.4 / App. C: the verifier sees 1–10 nuggets per call.
 DEFAULT_BATCH_SIZE: Final = 10
 MAX_BATCH_SIZE: Final = 50
+# Measured (docs/judge-quality.md, RAG24 dev file): a 1.5B model on CPU labels much better
+# with one nugget per call (the answer block as a cached prefix) than with ten.
+EMBEDDED_BATCH_SIZE: Final = 1
 
 
 def labels_for(mode: NuggetMode) -> tuple[Label, ...]:

@@ -29,6 +29,12 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="LLM backend of the embedded platform (default: RUBRICATE_LLM_BACKEND)",
     )
     nuggets.add_argument(
+        "--judge",
+        choices=("platform", "lexical"),
+        default="platform",
+        help="platform: the nugget verifier; lexical: word-overlap baseline, no model",
+    )
+    nuggets.add_argument(
         "--gateway", default=None, help="URL of a running gateway instead of an embedded one"
     )
     nuggets.add_argument(

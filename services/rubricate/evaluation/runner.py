@@ -5,11 +5,17 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from rubricate.evaluation.lexical import calibrate, lexical_predictions, prior_predictions
 from rubricate.evaluation.nuggets import (
+    Record,
+    RecordRun,
     RunConfig,
     format_report,
     load_records,
@@ -34,6 +40,10 @@ async def eval_nuggets(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         extra={"data": str(args.data), "limit": args.limit, "seed": args.seed},
     )
+    chosen_topics = {r.topic_id for r in chosen}
+    rest = [r for r in records if r.topic_id not in chosen_topics]
+    if args.judge == "lexical":
+        return _report(lexical_only(chosen, rest, config), args)
     if args.gateway:
         config.extra["gateway"] = args.gateway
         async with httpx.AsyncClient(base_url=args.gateway, timeout=config.timeout_s) as client:
@@ -66,8 +76,67 @@ async def eval_nuggets(args: argparse.Namespace) -> int:
                 runs = await run_records(client, chosen, config)
                 wall = time.perf_counter() - started
     summary = summarize(runs, wall_s=wall, config=config)
+    if rest:
+        summary["variants"] = variants(chosen, rest, runs)
+    return _report(summary, args)
+
+
+def _report(summary: dict[str, Any], args: argparse.Namespace) -> int:
     print(format_report(summary))
+    for name, v in summary.get("variants", {}).items():
+        print(
+            f"variant {name}: accuracy {v['accuracy']:.3f}  macro-F1 {v['macro_f1']:.3f}  "
+            f"supported-vs-not {v['supported_vs_not_macro_f1']:.3f}  kappa {v['kappa']:.3f}"
+        )
     if args.json_path is not None:
         args.json_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(f"written to {args.json_path}")
     return 0 if summary["pairs_judged"] else 1
+
+
+def lexical_only(
+    chosen: Sequence[Record], rest: Sequence[Record], config: RunConfig
+) -> dict[str, Any]:
+    """The overlap judge on the slice, thresholds fitted on the other topics."""
+    started = time.perf_counter()
+    th = calibrate(rest or chosen)
+    predicted = lexical_predictions(chosen, th)
+    runs = [RecordRun(record=r, predicted=p) for r, p in zip(chosen, predicted, strict=True)]
+    config.extra.update(
+        judge="lexical",
+        thresholds={"support": th.support, "partial": th.partial},
+        calibrated_on="other topics" if rest else "the slice itself (no other topics)",
+    )
+    return summarize(runs, wall_s=time.perf_counter() - started, config=config)
+
+
+def variants(
+    chosen: Sequence[Record], rest: Sequence[Record], runs: Sequence[RecordRun]
+) -> dict[str, dict[str, Any]]:
+    """The same pairs judged by the overlap rule alone and by the model with the overlap
+    prior (thresholds fitted on the other topics of the file): free comparisons."""
+    th = calibrate(rest)
+    thresholds = {"support": th.support, "partial": th.partial}
+    lexical = [
+        replace(run, predicted=p)
+        for run, p in zip(runs, lexical_predictions(chosen, th), strict=True)
+    ]
+    prior = [
+        replace(run, predicted=p)
+        for run, p in zip(
+            runs, prior_predictions(chosen, [r.predicted for r in runs], th), strict=True
+        )
+    ]
+    out: dict[str, dict[str, Any]] = {}
+    for name, vruns in (("lexical_only", lexical), ("model_with_lexical_prior", prior)):
+        s = summarize(vruns, wall_s=0.0, config=RunConfig())
+        out[name] = {
+            "thresholds": thresholds,
+            "accuracy": s["accuracy"],
+            "macro_f1": s["macro_f1"],
+            "supported_vs_not_macro_f1": s["supported_vs_not"]["macro_f1"],
+            "kappa": s["kappa"],
+            "per_label": s["per_label"],
+            "confusion": s["confusion"],
+        }
+    return out

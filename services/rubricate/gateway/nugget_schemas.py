@@ -31,8 +31,9 @@ class NuggetVerifyRequest(BaseModel):
     """`long`: blocks = paragraphs, ternary labels. `short`: one ground-truth nugget,
     binary labels, exact match first."""
     batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE)
-    """Nuggets per verifier call (default: the gateway's `RUBRICATE_NUGGETS_BATCH_SIZE`).
-    1 = one nugget per call with the block as a cached prefix."""
+    """Nuggets per verifier call. Default: `RUBRICATE_NUGGETS_BATCH_SIZE` if set, else the
+    verifier's default for its backend (1 on the embedded CPU model, 10 on served models).
+    1 = one call per (block, nugget) with the block as the cached prompt prefix."""
     exact_match: bool = True
     """Short mode: a normalized exact match decides `support` without a model call."""
     label_probabilities: bool = False
@@ -81,7 +82,8 @@ class NuggetVerifyResponse(BaseModel):
     """Σ w·E[v] / Σ w from label probabilities; null unless requested and available for
     every nugget the model judged."""
     mode: NuggetMode
-    batch_size: int
+    batch_size: int | None
+    """Nuggets per verifier call as used; null when no model call was needed."""
     nuggets: list[NuggetResult]
     blocks: list[BlockOut]
     judge: JudgeInfo | None = None

@@ -18,7 +18,6 @@ from rubricate.common.errors import ServiceError
 from rubricate.common.schemas import UsageOut
 from rubricate.core.errors import DomainError
 from rubricate.core.nuggets import (
-    DEFAULT_BATCH_SIZE,
     LABEL_VALUES,
     MAX_BATCH_SIZE,
     Block,
@@ -57,8 +56,9 @@ class NuggetSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RUBRICATE_NUGGETS_", extra="ignore")
 
-    batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1, le=MAX_BATCH_SIZE)
-    """Nuggets per verifier call when a request does not say."""
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE)
+    """Nuggets per verifier call when a request does not say; unset: the verifier's
+    default for its backend (1 embedded, 10 served)."""
     max_nuggets: int = Field(default=100, ge=1)
     max_answer_chars: int = Field(default=100_000, ge=1)
     max_blocks: int = Field(default=16, ge=1)
@@ -97,6 +97,7 @@ class NuggetService:
         validate_request(request, self.settings)
         n = len(request.nuggets)
         batch_size = request.batch_size or self.settings.batch_size
+        used_batch_size: int | None = None
         if request.mode == "short":
             blocks = whole_block(request.answer)
         else:
@@ -123,6 +124,7 @@ class NuggetService:
                     [b.probabilities or [None] * n for b in out.blocks], n_nuggets=n
                 )
             judge = JudgeInfo(model=out.model, backend=out.backend, repairs=out.repairs)
+            used_batch_size = out.batch_size
 
         pooled = max_pool(labels_by_block, n_nuggets=n)
         weights = weights_of([nugget.importance for nugget in request.nuggets])
@@ -137,7 +139,7 @@ class NuggetService:
             reward=reward([r.value for r in results], weights),
             soft_reward=soft_reward,
             mode=request.mode,
-            batch_size=batch_size,
+            batch_size=used_batch_size,
             nuggets=results,
             blocks=[
                 BlockOut(index=b.index, start=b.start, end=b.end, labels=labels)
@@ -209,7 +211,7 @@ class NuggetService:
         request: NuggetVerifyRequest,
         blocks: Sequence[Block],
         *,
-        batch_size: int,
+        batch_size: int | None,
         usage: Usage,
     ) -> NuggetLabelsResponse:
         body = NuggetLabelsRequest(

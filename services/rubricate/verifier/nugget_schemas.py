@@ -18,8 +18,10 @@ class NuggetLabelsRequest(BaseModel):
     """The answer's blocks (paragraphs); in short mode the one predicted answer."""
     nuggets: list[NuggetText] = Field(min_length=1)
     mode: NuggetMode = "long"
-    batch_size: int = Field(default=10, ge=1, le=MAX_BATCH_SIZE)
-    """Nuggets per model call; each block is judged against every batch."""
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE)
+    """Nuggets per model call; each block is judged against every batch. Default: the
+    verifier's `RUBRICATE_NUGGET_TASK_BATCH_SIZE`, else 1 on the embedded backend and 10
+    on served ones."""
     label_probabilities: bool = False
     """Ask the backend for token log-probabilities and return p(label) per pair."""
 
@@ -33,6 +35,8 @@ class BlockLabels(BaseModel):
 
 
 class NuggetLabelsResponse(TaskResponse):
+    batch_size: int
+    """Nuggets per call as used."""
     blocks: list[BlockLabels]
     """One entry per request block, in order."""
     repairs: int = 0

@@ -20,7 +20,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rubricate.common.metrics import JUDGE_LATENCY, LLM_RETRIES, LLM_TOKENS, PARSE_FAILURES
 from rubricate.common.model_server import TaskSettings
 from rubricate.common.schemas import UsageOut
-from rubricate.core.nuggets import Label, NuggetMode, labels_for
+from rubricate.core.nuggets import (
+    DEFAULT_BATCH_SIZE,
+    EMBEDDED_BATCH_SIZE,
+    MAX_BATCH_SIZE,
+    Label,
+    NuggetMode,
+    labels_for,
+)
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import LLMError, OutputParseError, TransportError
 from rubricate.llm.retry import call_with_retries
@@ -50,6 +57,9 @@ class NuggetTaskSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RUBRICATE_NUGGET_TASK_", extra="ignore")
 
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE)
+    """Nuggets per call when a request does not say; unset: 1 on the embedded backend
+    (a small CPU model), 10 on served backends (Search-Gen-V's batches)."""
     output_format: LabelFormat = "json"
     """The format the prompt asks for (any of the ten is accepted in replies)."""
     constrain: bool = True
@@ -93,9 +103,14 @@ class NuggetLabelService:
     ) -> "NuggetLabelService":
         return cls(backend=backend, llm=llm)
 
+    def default_batch_size(self) -> int:
+        if self.settings.batch_size is not None:
+            return self.settings.batch_size
+        return EMBEDDED_BATCH_SIZE if self.backend.name == "embedded" else DEFAULT_BATCH_SIZE
+
     async def label(self, request: NuggetLabelsRequest) -> NuggetLabelsResponse:
         nuggets = request.nuggets
-        size = request.batch_size
+        size = request.batch_size or self.default_batch_size()
         batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]
         jobs = [(b, k, batch) for b in range(len(request.blocks)) for k, batch in batches]
         usage = Usage()
@@ -141,6 +156,7 @@ class NuggetLabelService:
             elapsed,
         )
         return NuggetLabelsResponse(
+            batch_size=size,
             blocks=blocks,
             repairs=sum(1 for call in results if call.repaired),
             formats=[call.parsed.format for call in results],

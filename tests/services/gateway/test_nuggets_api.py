@@ -103,6 +103,7 @@ async def test_empty_answer_scores_zero_without_a_model_call(nuggets: Nuggets) -
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["reward"] == 0.0 and out["blocks"] == [] and out["judge"] is None
+    assert out["batch_size"] is None
     assert {n["decided_by"] for n in out["nuggets"]} == {"empty_answer"}
     assert nugget_calls(nuggets.backend) == 0
 

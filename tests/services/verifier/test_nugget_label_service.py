@@ -176,3 +176,19 @@ async def test_no_probabilities_unless_asked() -> None:
     out = await svc.label(NuggetLabelsRequest(question="q?", blocks=BLOCKS[:1], nuggets=["a b c"]))
     assert backend.params[0].logprobs is None
     assert out.blocks[0].probabilities is None
+
+
+@pytest.mark.parametrize(("backend_name", "calls"), [("embedded", 8), ("openai", 2)])
+async def test_default_batch_size_depends_on_the_backend(backend_name: str, calls: int) -> None:
+    svc, backend = service(FakeNuggetLabeller())
+    backend.name = backend_name  # the fake stands in for that backend kind
+    out = await svc.label(NuggetLabelsRequest(question="q?", blocks=BLOCKS, nuggets=NUGGETS))
+    assert out.usage.calls == calls
+    assert out.batch_size == (1 if backend_name == "embedded" else 10)
+
+
+async def test_configured_batch_size_wins() -> None:
+    svc, backend = service(FakeNuggetLabeller(), batch_size=3)
+    backend.name = "embedded"
+    out = await svc.label(NuggetLabelsRequest(question="q?", blocks=BLOCKS, nuggets=NUGGETS))
+    assert (out.batch_size, out.usage.calls) == (3, 4)
