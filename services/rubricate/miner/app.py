@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from sqlalchemy import text
 
 from rubricate.common.app import create_service_app
+from rubricate.common.queue_metrics import register_queue_depth_collector
 from rubricate.miner import celery_app, tasks
 from rubricate.miner.routes import router
 from rubricate.miner.runner import MinerRuntime
@@ -68,6 +69,9 @@ def create_app(settings: MinerSettings | None = None) -> FastAPI:
             "eager" if dispatcher.eager else "celery",
             cfg.qdrant_url or cfg.qdrant_path,
         )
+        if not dispatcher.eager and (cfg.broker_url or "").startswith(("redis://", "rediss://")):
+            # the backlog shows on /metrics here too, while no worker runs
+            register_queue_depth_collector(broker_url=str(cfg.broker_url), queues=[cfg.queue])
         try:
             yield
         finally:
