@@ -44,14 +44,13 @@ def make_engine(
     # is cancelled by the server rather than holding a pool connection for ever
     kwargs: dict[str, Any] = {
         "pool_pre_ping": True,
-        "pool_timeout": 10,
         "connect_args": {
             "connect_timeout": 5,
             "options": f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}",
         },
     }
     if pooled:
-        kwargs.update(pool_size=pool_size, max_overflow=max_overflow)
+        kwargs.update(pool_size=pool_size, max_overflow=max_overflow, pool_timeout=10)
     else:
         kwargs["poolclass"] = NullPool
     return create_engine(url, **kwargs)
