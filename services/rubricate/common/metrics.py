@@ -25,6 +25,12 @@ JUDGE_TASKS = (
     "step_rubric_generation",
     "step_verify",
     "listwise_rank",
+    "query_rewrites",
+    "query_duplicate",
+    "temporal_check",
+    "nugget_extraction",
+    "nugget_merge",
+    "nugget_importance",
 )
 """The `task` label values of the judge metrics, one per judge task family."""
 
