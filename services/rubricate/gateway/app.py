@@ -80,7 +80,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             reflection=ReflectionSettings(),
         )
         app.state.bank_proxy = BankProxy(cfg)
-        setattr(app.state, miner_routes.STATE_NAME, miner_routes.build_miner_client(cfg))
+        setattr(app.state, miner_routes.STATE_NAME, miner_routes.MinerClient(cfg))
         grpc_server = await start_grpc(app, cfg)
         try:
             yield
