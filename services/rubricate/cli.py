@@ -59,8 +59,8 @@ def _serve(args: argparse.Namespace) -> int:
     port = args.port or DEFAULT_PORTS[args.service]
     from rubricate.common.auth import AuthSettings, assert_safe_bind
 
+    configure_logging(service=args.service)  # JSON lines with request ids, from the first line
     assert_safe_bind(AuthSettings(), host=args.host, service=args.service)
-    configure_logging(service=args.service)  # JSON lines with request ids
     uvicorn.run(
         factory,
         factory=True,

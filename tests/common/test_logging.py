@@ -64,8 +64,9 @@ def test_json_line_fields() -> None:
     assert line["service"] == "store" and line["request_id"] == "req-1"
     assert line["group_id"] == "g9", "extra= fields are kept"
     assert line["ts"].endswith("Z") and "T" in line["ts"]
-    outside = _format(_record("store.started"))
+    outside = _format(_record("store.started", color_message="\x1b[36mstore.started\x1b[0m"))
     assert outside["request_id"] is None
+    assert "color_message" not in outside, "uvicorn's coloured copy is dropped"
 
 
 def test_event_is_the_dotted_name_or_the_logger() -> None:

@@ -49,6 +49,7 @@ _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)))
     "request_id",
     "service",
     "taskName",
+    "color_message",  # uvicorn's copy of the message with terminal colours
 }
 _RESERVED = frozenset({"ts", "level", "logger", "event", "message", "service", "request_id"})
 
