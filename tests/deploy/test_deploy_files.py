@@ -166,6 +166,15 @@ def test_images_install_the_package_the_way_pyproject_describes() -> None:
         _, _, stages = read_dockerfile(DOCKER_DIR / name)
         copies = " ".join(i.value for i in stages[0].all("COPY"))
         assert "pyproject.toml" in copies and readme in copies and "services" in copies, name
+    # CPU images: PyTorch (sentence embedder) from PyTorch's CPU index, pinned by
+    # requirements-cpu.txt for the project's resolution (PyPI's build carries CUDA libraries)
+    for name in ("Dockerfile", "Dockerfile.model-cpu"):
+        _, _, (builder, _) = read_dockerfile(DOCKER_DIR / name)
+        builder_runs = " ".join(i.value for i in builder.all("RUN"))
+        assert "-r requirements-cpu.txt" in builder_runs, name
+        assert "--constraint requirements-cpu.txt ." in builder_runs, name
+        index = " ".join(i.value for i in builder.all("ARG") if i.value.startswith("TORCH_INDEX"))
+        assert "download.pytorch.org/whl/cpu" in index, name
     _, _, (_, gateway_runtime) = read_dockerfile(DOCKER_DIR / "Dockerfile")
     installs = " ".join(i.value for i in gateway_runtime.all("RUN"))
     assert "--no-index --find-links /wheels" in installs
