@@ -7,7 +7,7 @@ STAMP := $(VENV)/.rubricate-installed
 DEPLOY_TOOLS := $(VENV)/.deploy-tools
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup demo serve test test-fast lint format typecheck bench proto clean
+.PHONY: setup demo serve test test-fast lint format typecheck bench proto clean demo-corpus
 
 $(STAMP): pyproject.toml requirements-model.txt requirements-cpu.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -67,6 +67,10 @@ typecheck: setup
 
 bench: setup  ## measured performance; prints figures
 	$(BIN)/python benchmarks/stagewise.py
+	$(BIN)/python benchmarks/mining.py
+
+demo-corpus: setup  ## fetch the mining demo corpus (Debian python3.11-doc) and print its folder
+	$(BIN)/python -m rubricate.miner.demo_corpus --subset small
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache
