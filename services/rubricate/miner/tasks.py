@@ -8,6 +8,8 @@ import logging
 import threading
 from typing import Any
 
+from celery import signals
+
 from rubricate.common.embeddings import shared_embedder
 from rubricate.miner.celery_app import app
 from rubricate.miner.index import CorpusIndex
@@ -65,15 +67,33 @@ mine: Any = app.task(name=MINE_TASK, acks_late=True, reject_on_worker_lost=True)
 ingest: Any = app.task(name=INGEST_TASK, acks_late=True, reject_on_worker_lost=True)(_ingest)
 
 
-def recover_stale_jobs() -> list[str]:
-    """Enqueue every running job whose heartbeat is older than the lease."""
-    rt = runtime()
-    repo = MinerRepository(rt.engine)
-    found = repo.stale_jobs(lease_s=rt.settings.lease_s)
-    for job_id in found:
-        job = repo.get_job(job_id)
-        if job is None:
-            continue
-        (mine if job.kind == "mine" else ingest).apply_async(args=[job_id])
-        log.info("miner.job_requeued job=%s kind=%s", job_id, job.kind)
-    return found
+def recover_stale_jobs(settings: MinerSettings | None = None) -> list[str]:
+    """Enqueue every running job whose heartbeat is older than the lease (its worker died).
+
+    Runs in a worker's main process at start-up: it uses an engine of its own, so nothing
+    with open connections is inherited by pool processes forked later."""
+    cfg = settings or MinerSettings()
+    engine = make_engine(cfg.database_url, pooled=False)
+    try:
+        repo = MinerRepository(engine)
+        found = repo.stale_jobs(lease_s=cfg.lease_s)
+        for job_id in found:
+            job = repo.get_job(job_id)
+            if job is None:
+                continue
+            (mine if job.kind == "mine" else ingest).apply_async(args=[job_id], queue=cfg.queue)
+            log.info("miner.job_requeued job=%s kind=%s", job_id, job.kind)
+        return found
+    finally:
+        engine.dispose()
+
+
+def _forget_inherited_runtime(**_: Any) -> None:
+    """A forked pool process builds its own engine and index."""
+    global _runtime
+    _runtime = None
+
+
+signals.worker_process_init.connect(
+    _forget_inherited_runtime, weak=False, dispatch_uid="rubricate-miner-fork"
+)
