@@ -8,12 +8,39 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from rubricate.gateway.endpoints import (
+    BANK_RETRIEVE,
+    CANCEL_JOB,
+    CORPORA_INGEST,
+    CORPORA_LIST,
     GET_BUFFER,
+    GET_JOB,
     GET_REWARD,
+    LISTWISE_REWARD,
+    NUGGETS_MINE,
+    NUGGETS_VERIFY,
+    NUGGETS_VERIFY_BATCH,
+    RANK,
+    REFLECTIONS_SCORE,
     STAGEWISE_ADVANTAGES,
     STAGEWISE_SCORE,
+    STEPS_RUBRIC,
+    STEPS_SCORE,
+    STEPS_SEGMENT,
+    STEPS_VERIFY,
     Endpoint,
     NoBody,
+)
+from rubricate.gateway.nugget_schemas import (
+    NuggetVerifyBatchRequest,
+    NuggetVerifyBatchResponse,
+    NuggetVerifyRequest,
+    NuggetVerifyResponse,
+)
+from rubricate.gateway.reflection_schemas import (
+    BankRetrieveRequest,
+    BankRetrieveResponse,
+    ReflectionScoreRequest,
+    ReflectionScoreResponse,
 )
 from rubricate.gateway.schemas import (
     AdvantagesRequest,
@@ -21,7 +48,22 @@ from rubricate.gateway.schemas import (
     StagewiseScoreRequest,
     StagewiseScoreResponse,
 )
+from rubricate.gateway.step_schemas import (
+    ListwiseRewardRequest,
+    ListwiseRewardResponse,
+    RankRequest,
+    RankResponse,
+    ScoreRequest,
+    ScoreResponse,
+    SegmentRequest,
+    SegmentResponse,
+    StepRubricRequest,
+    StepRubricResponse,
+    VerifyRequest,
+    VerifyResponse,
+)
 from rubricate.gateway.trainer_schemas import GetRewardRequest, GetRewardResponse
+from rubricate.miner.schemas import CorpusList, IngestRequest, JobView, MineRequest
 from rubricate.store.schemas import BufferView
 
 ReqT = TypeVar("ReqT", bound=BaseModel)
@@ -83,6 +125,61 @@ class SyncAPI(abc.ABC):
     def get_reward(self, request: GetRewardRequest | Mapping[str, Any]) -> GetRewardResponse:
         return self.call(GET_REWARD, request)
 
+    def verify_nuggets(
+        self, request: NuggetVerifyRequest | Mapping[str, Any]
+    ) -> NuggetVerifyResponse:
+        return self.call(NUGGETS_VERIFY, request)
+
+    def verify_nuggets_batch(
+        self, request: NuggetVerifyBatchRequest | Mapping[str, Any]
+    ) -> NuggetVerifyBatchResponse:
+        return self.call(NUGGETS_VERIFY_BATCH, request)
+
+    def segment_steps(self, request: SegmentRequest | Mapping[str, Any]) -> SegmentResponse:
+        return self.call(STEPS_SEGMENT, request)
+
+    def step_rubric(self, request: StepRubricRequest | Mapping[str, Any]) -> StepRubricResponse:
+        return self.call(STEPS_RUBRIC, request)
+
+    def verify_step(self, request: VerifyRequest | Mapping[str, Any]) -> VerifyResponse:
+        return self.call(STEPS_VERIFY, request)
+
+    def score_steps(self, request: ScoreRequest | Mapping[str, Any]) -> ScoreResponse:
+        return self.call(STEPS_SCORE, request)
+
+    def listwise_reward(
+        self, request: ListwiseRewardRequest | Mapping[str, Any]
+    ) -> ListwiseRewardResponse:
+        return self.call(LISTWISE_REWARD, request)
+
+    def rank(self, request: RankRequest | Mapping[str, Any]) -> RankResponse:
+        return self.call(RANK, request)
+
+    def score_reflections(
+        self, request: ReflectionScoreRequest | Mapping[str, Any]
+    ) -> ReflectionScoreResponse:
+        return self.call(REFLECTIONS_SCORE, request)
+
+    def retrieve_bank(
+        self, request: BankRetrieveRequest | Mapping[str, Any]
+    ) -> BankRetrieveResponse:
+        return self.call(BANK_RETRIEVE, request)
+
+    def ingest_corpus(self, request: IngestRequest | Mapping[str, Any]) -> JobView:
+        return self.call(CORPORA_INGEST, request)
+
+    def mine_nuggets(self, request: MineRequest | Mapping[str, Any]) -> JobView:
+        return self.call(NUGGETS_MINE, request)
+
+    def list_corpora(self) -> CorpusList:
+        return self.call(CORPORA_LIST)
+
+    def get_job(self, job_id: str) -> JobView:
+        return self.call(GET_JOB, path={"job_id": job_id})
+
+    def cancel_job(self, job_id: str) -> JobView:
+        return self.call(CANCEL_JOB, path={"job_id": job_id})
+
 
 class AsyncAPI(abc.ABC):
     @abc.abstractmethod
@@ -120,3 +217,60 @@ class AsyncAPI(abc.ABC):
 
     async def get_reward(self, request: GetRewardRequest | Mapping[str, Any]) -> GetRewardResponse:
         return await self.call(GET_REWARD, request)
+
+    async def verify_nuggets(
+        self, request: NuggetVerifyRequest | Mapping[str, Any]
+    ) -> NuggetVerifyResponse:
+        return await self.call(NUGGETS_VERIFY, request)
+
+    async def verify_nuggets_batch(
+        self, request: NuggetVerifyBatchRequest | Mapping[str, Any]
+    ) -> NuggetVerifyBatchResponse:
+        return await self.call(NUGGETS_VERIFY_BATCH, request)
+
+    async def segment_steps(self, request: SegmentRequest | Mapping[str, Any]) -> SegmentResponse:
+        return await self.call(STEPS_SEGMENT, request)
+
+    async def step_rubric(
+        self, request: StepRubricRequest | Mapping[str, Any]
+    ) -> StepRubricResponse:
+        return await self.call(STEPS_RUBRIC, request)
+
+    async def verify_step(self, request: VerifyRequest | Mapping[str, Any]) -> VerifyResponse:
+        return await self.call(STEPS_VERIFY, request)
+
+    async def score_steps(self, request: ScoreRequest | Mapping[str, Any]) -> ScoreResponse:
+        return await self.call(STEPS_SCORE, request)
+
+    async def listwise_reward(
+        self, request: ListwiseRewardRequest | Mapping[str, Any]
+    ) -> ListwiseRewardResponse:
+        return await self.call(LISTWISE_REWARD, request)
+
+    async def rank(self, request: RankRequest | Mapping[str, Any]) -> RankResponse:
+        return await self.call(RANK, request)
+
+    async def score_reflections(
+        self, request: ReflectionScoreRequest | Mapping[str, Any]
+    ) -> ReflectionScoreResponse:
+        return await self.call(REFLECTIONS_SCORE, request)
+
+    async def retrieve_bank(
+        self, request: BankRetrieveRequest | Mapping[str, Any]
+    ) -> BankRetrieveResponse:
+        return await self.call(BANK_RETRIEVE, request)
+
+    async def ingest_corpus(self, request: IngestRequest | Mapping[str, Any]) -> JobView:
+        return await self.call(CORPORA_INGEST, request)
+
+    async def mine_nuggets(self, request: MineRequest | Mapping[str, Any]) -> JobView:
+        return await self.call(NUGGETS_MINE, request)
+
+    async def list_corpora(self) -> CorpusList:
+        return await self.call(CORPORA_LIST)
+
+    async def get_job(self, job_id: str) -> JobView:
+        return await self.call(GET_JOB, path={"job_id": job_id})
+
+    async def cancel_job(self, job_id: str) -> JobView:
+        return await self.call(CANCEL_JOB, path={"job_id": job_id})

@@ -5,6 +5,7 @@ retries per `RetryPolicy`, at most `concurrency` calls in flight in `call_many`.
 """
 
 import asyncio
+import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
@@ -19,6 +20,7 @@ from rubricate.client.retry import RetryPolicy, parse_retry_after, run_async, ru
 from rubricate.common.errors import ErrorResponse
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.gateway.endpoints import Endpoint
+from rubricate.rpc.convert import json_to_model
 
 RespT = TypeVar("RespT", bound=BaseModel)
 
@@ -70,8 +72,8 @@ def parse_response(endpoint: Endpoint[Any, RespT], response: httpx.Response) -> 
     if response.status_code >= 400:
         raise api_error(response)
     try:
-        return endpoint.response.model_validate_json(response.content)
-    except ValidationError as exc:
+        return json_to_model(json.loads(response.content), endpoint.response)
+    except (ValidationError, ValueError) as exc:
         raise InvalidResponse(f"{endpoint.name}: unexpected response: {exc}") from exc
 
 

@@ -23,7 +23,9 @@ from rubricate.core.constants import STAGES
 from rubricate.core.errors import DomainError
 from rubricate.core.rubrics import Stage
 from rubricate.gateway.invoke import RouteInvoker
+from rubricate.gateway.nugget_schemas import NuggetVerifyBatchRequest, NuggetVerifyBatchResponse
 from rubricate.gateway.schemas import Rollout, StagewiseScoreRequest, StagewiseScoreResponse
+from rubricate.gateway.step_schemas import ScoreRequest, ScoreResponse
 from rubricate.gateway.trainer_schemas import (
     GetRewardRequest,
     GetRewardResponse,
@@ -156,11 +158,103 @@ def _question(sample: Sample) -> str:
     return question
 
 
+# ---------------------------------------------------------------- nugget reward
+
+
+async def nugget_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[SampleResult]:
+    """Search-Gen-V nugget reward of each response against the nuggets in its label, all
+    samples in one `/v1/nuggets/verify-batch` call; a failed item is unscored, not 0."""
+    items = []
+    for s in samples:
+        if not s.label.nuggets:
+            raise DomainError(
+                "the nugget reward needs the label's `nuggets`",
+                field=f"labels[{s.index}].nuggets",
+            )
+        items.append(
+            {
+                "question": _question(s),
+                "answer": s.response,
+                "nuggets": [n if isinstance(n, dict) else {"text": n} for n in s.label.nuggets],
+                "mode": s.label.nugget_mode or "long",
+            }
+        )
+    try:
+        request = NuggetVerifyBatchRequest.model_validate({"items": items})
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        index = samples[int(loc[1])].index if len(loc) > 1 else samples[0].index
+        rest = loc[2:]
+        if rest[:1] == ("answer",):
+            field = f"query[{index}]"
+        else:
+            field = f"labels[{index}]" + "".join(
+                f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest
+            )
+        raise DomainError(str(exc.errors()[0]["msg"]), field=field) from exc
+    response: NuggetVerifyBatchResponse = await ctx.invoker.call(
+        "POST",
+        "/v1/nuggets/verify-batch",
+        body=request,
+        headers=ctx.headers,
+        request_id=ctx.request_id,
+    )
+    return [SampleResult(reward=reward) for reward in response.rewards]
+
+
+# ---------------------------------------------------------------- step reward
+
+
+async def step_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[SampleResult]:
+    """The mean step-rubric score of each response's steps (Co-ReAct weighted satisfied
+    fraction per step, `/v1/steps/score`); steps that could not be verified are left out, and
+    a response with no verified step is unscored."""
+    gate = asyncio.Semaphore(ctx.group_concurrency)
+
+    async def one(sample: Sample) -> SampleResult:
+        if not sample.response.strip():
+            return SampleResult(reward=0.0, logs={"rubricate/steps": 0.0})
+        try:
+            request = ScoreRequest(
+                question=_question(sample),
+                trajectory=sample.response,
+                outcome=1.0 if sample.label.outcome is None else sample.label.outcome,
+            )
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise DomainError(
+                str(err["msg"]), field=f"labels[{sample.index}]." + ".".join(map(str, err["loc"]))
+            ) from exc
+        async with gate:
+            try:
+                response: ScoreResponse = await ctx.invoker.call(
+                    "POST",
+                    "/v1/steps/score",
+                    body=request,
+                    headers=ctx.headers,
+                    request_id=ctx.request_id,
+                )
+            except ServiceError as exc:
+                if exc.status_code < 500:
+                    raise
+                log.warning("rewards.steps_unscored error=%s", exc.message)
+                return SampleResult(reward=None, logs={"rubricate/steps": 0.0})
+        scores = [step.score for step in response.steps if step.score is not None]
+        return SampleResult(
+            reward=sum(scores) / len(scores) if scores else None,
+            logs={"rubricate/steps": float(len(response.steps))},
+        )
+
+    return list(await asyncio.gather(*(one(s) for s in samples)))
+
+
 # ---------------------------------------------------------------- the kinds and the batch
 
 
 REWARD_KINDS: dict[RewardKind, KindHandler] = {
     "stagewise": stagewise_rewards,
+    "nugget": nugget_rewards,
+    "step": step_rewards,
 }
 """The reward kinds this gateway serves; the others answer 400 `unsupported_reward_kind`."""
 

@@ -42,8 +42,13 @@ class RewardLabel(BaseModel):
     """Groups samples of one question and keys its rubric buffer."""
     rubrics: list[RubricSpec] = Field(default_factory=list, max_length=50)
     """Stagewise: the question's persistent answer-stage rubrics."""
-    nuggets: list[Any] | None = None
-    """Nugget reward: the nuggets to verify the response against."""
+    nuggets: list[str | dict[str, Any]] | None = None
+    """Nugget reward: the nuggets to verify the response against, as texts or
+    `{"text": ..., "importance": "vital" | "okay"}` objects."""
+    nugget_mode: Literal["long", "short"] | None = None
+    """Nugget reward: `long` (default; answer split in blocks) or `short` (one ground truth)."""
+    outcome: float | None = None
+    """Step reward: the trajectory's outcome, which the step rewards split (default 1.0)."""
     step: int | None = Field(default=None, ge=0)
     """The trainer's step."""
     reference: str | None = None

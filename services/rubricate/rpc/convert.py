@@ -206,6 +206,36 @@ def _plain(field: Any, value: Any) -> Any:
     return value
 
 
+# ---------------------------------------------------------------- JSON -> model
+
+
+def json_to_model(data: Any, model: type[M]) -> M:
+    """Validate a response's JSON as `model`, also where a field is written under a
+    serialization alias the model does not accept on input (`"pass"` for `passed`)."""
+    return model.model_validate(_unalias(data, model))
+
+
+def _unalias(value: Any, tp: Any) -> Any:
+    tp = _strip(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(value, dict):
+        out = dict(value)
+        for name, info in tp.model_fields.items():
+            wire = info.serialization_alias
+            accepted = info.alias or name
+            if wire and wire != accepted and info.validation_alias is None and wire in out:
+                out[accepted] = out.pop(wire)
+            key = accepted if accepted in out else wire
+            if key in out:
+                out[key] = _unalias(out[key], info.annotation)
+        return out
+    if isinstance(value, list):
+        return [_unalias(v, _list_item_type(tp, i)) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        item_tp = _dict_value_type(tp)
+        return {k: _unalias(v, item_tp) for k, v in value.items()}
+    return value
+
+
 # ---------------------------------------------------------------- typing helpers
 
 

@@ -121,7 +121,7 @@ async def test_errors_map_to_grpc_codes_with_the_same_error_body(running: Runnin
         ("stagewise_advantages", {"scores": [[1, 2, 3, 4]]}),
         ("get_buffer", "never-scored-question"),
         ("get_reward", {"query": ["a", "b"], "prompts": ["a"]}),
-        ("get_reward", {"query": ["a"], "kind": "step"}),
+        ("get_reward", {"query": ["a"], "kind": "nugget"}),
     ]
     expected = [
         (422, grpc.StatusCode.INVALID_ARGUMENT),
@@ -129,7 +129,7 @@ async def test_errors_map_to_grpc_codes_with_the_same_error_body(running: Runnin
         (422, grpc.StatusCode.INVALID_ARGUMENT),
         (404, grpc.StatusCode.NOT_FOUND),
         (422, grpc.StatusCode.INVALID_ARGUMENT),
-        (400, grpc.StatusCode.INVALID_ARGUMENT),
+        (422, grpc.StatusCode.INVALID_ARGUMENT),
     ]
     async with http, rpc:
         for (method, arg), (status, code) in zip(cases, expected, strict=True):

@@ -1,0 +1,116 @@
+"""Every field of every endpoint's request and response models has its proto field, at every
+depth: a field added to a Pydantic schema without its proto counterpart fails here (and the
+gRPC call would answer `proto_mismatch`)."""
+
+import types
+import typing
+from typing import Any, Literal, Union
+
+import pytest
+from pydantic import BaseModel
+
+from rubricate.gateway.endpoints import ENDPOINTS, Endpoint
+from rubricate.rpc.protos import endpoint_types
+
+JSON_TYPES = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
+
+
+def _strip(tp: Any) -> Any:
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
+def missing(model: type[BaseModel], desc: Any, *, response: bool, path: str) -> list[str]:
+    found: list[str] = []
+    for name, info in model.model_fields.items():
+        wire = (info.serialization_alias if response else None) or info.alias or name
+        field = desc.fields_by_name.get(wire)
+        if field is None:
+            found.append(f"{path}.{wire}")
+            continue
+        found += _value(info.annotation, field, response=response, path=f"{path}.{wire}")
+    return found
+
+
+def _value(tp: Any, field: Any, *, response: bool, path: str) -> list[str]:
+    tp = _strip(tp)
+    msg = field.message_type
+    if msg is None or msg.full_name in JSON_TYPES:
+        return []
+    if msg.GetOptions().map_entry:
+        value_field = msg.fields_by_name["value"]
+        args = typing.get_args(tp)
+        return _value(args[1] if len(args) == 2 else Any, value_field, response=response, path=path)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if field.is_repeated and origin in (list, tuple) and args:
+        return _inner(args[0], msg, response=response, path=f"{path}[]")
+    return _inner(tp, msg, response=response, path=path)
+
+
+def _inner(tp: Any, msg: Any, *, response: bool, path: str) -> list[str]:
+    tp = _strip(tp)
+    if msg.full_name in JSON_TYPES:
+        return []
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return missing(tp, msg, response=response, path=path)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is dict and args and typing.get_origin(_strip(args[0])) is Literal:
+        out: list[str] = []
+        for key in typing.get_args(_strip(args[0])):
+            field = msg.fields_by_name.get(key)
+            if field is None:
+                out.append(f"{path}.{key}")
+            else:
+                out += _value(args[1], field, response=response, path=f"{path}.{key}")
+        return out
+    if origin in (list, tuple) and len(msg.fields) == 1 and msg.fields[0].is_repeated:
+        return _value(tp, msg.fields[0], response=response, path=path)
+    return []
+
+
+RPC_ENDPOINTS = [e for e in ENDPOINTS if e.rpc is not None]
+
+
+@pytest.mark.parametrize("endpoint", RPC_ENDPOINTS, ids=[e.name for e in RPC_ENDPOINTS])
+def test_every_schema_field_has_a_proto_field(endpoint: Endpoint[Any, Any]) -> None:
+    request_cls, response_cls = endpoint_types(endpoint)
+    gaps = missing(endpoint.response, response_cls.DESCRIPTOR, response=True, path="response")
+    if endpoint.has_body:
+        gaps += missing(endpoint.request, request_cls.DESCRIPTOR, response=False, path="request")
+    for name in endpoint.path_params:
+        if name not in request_cls.DESCRIPTOR.fields_by_name:
+            gaps.append(f"request.{name} (path parameter)")
+    assert gaps == [], f"{endpoint.name}: fields without a proto field: {gaps}"
+
+
+def test_every_endpoint_in_the_table_is_served_over_grpc() -> None:
+    assert [e.name for e in ENDPOINTS if e.rpc is None] == []
+
+
+def test_the_check_finds_a_nested_field_without_proto_field() -> None:
+    from rubricate.gateway.endpoints import STAGEWISE_SCORE
+    from rubricate.gateway.schemas import Fallback, RolloutResult, StagewiseScoreResponse
+
+    class NewFallback(Fallback):
+        retry_after_s: float = 0.0
+
+    class NewRollout(RolloutResult):
+        fallback: NewFallback | None = None
+
+    class NewResponse(StagewiseScoreResponse):
+        rollouts: list[NewRollout]  # type: ignore[assignment]
+
+    _, response_cls = endpoint_types(STAGEWISE_SCORE)
+    gaps = missing(NewResponse, response_cls.DESCRIPTOR, response=True, path="response")
+    assert gaps == ["response.rollouts[].fallback.retry_after_s"]
