@@ -84,7 +84,7 @@ async def score(body: ScoreRequest, service: StepsDep) -> ScoreResponse:
     summary="GRPO rewards of sampled rubrics: Spearman vs consensus, atomicity, format",
 )
 async def listwise_reward(body: ListwiseRewardRequest, service: StepsDep) -> ListwiseRewardResponse:
-    return await service.listwise_reward(body)
+    return await service.ranking.listwise_reward(body)
 
 
 @router.post(
@@ -93,4 +93,4 @@ async def listwise_reward(body: ListwiseRewardRequest, service: StepsDep) -> Lis
     summary="Multi-judge listwise ranking of a candidate slate, Borda consensus",
 )
 async def rank(body: RankRequest, service: StepsDep) -> RankResponse:
-    return await service.rank(body)
+    return await service.ranking.rank(body)

@@ -188,6 +188,8 @@ class VerifyRequest(BaseModel):
     rubric: StepRubricIn
     threshold: float = Field(default=STEP_PASS_THRESHOLD, ge=0.0, le=1.0)
     """τ: the step passes when the weighted satisfied fraction is ≥ τ."""
+    attempt: int = Field(default=0, ge=0)
+    """0 for the first proposal of this step, 1 for its retry."""
 
 
 class VerdictOut(BaseModel):
@@ -209,6 +211,8 @@ class VerifyResponse(BaseModel):
     feedback: str | None
     """The failed criteria with the verifier's reasons, ready to pin in the agent's context
     for its single retry; null when every criterion is satisfied."""
+    retry: bool
+    """True when the step failed and its one retry (Co-ReAct App. A) is still unused."""
     usage: UsageOut
 
 

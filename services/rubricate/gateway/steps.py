@@ -1,4 +1,4 @@
-"""Orchestration of the step-level endpoints (Co-ReAct §3, App. A; ARCO).
+"""Orchestration of the step-level endpoints (Co-ReAct §3.3, App. A; ARCO).
 
 - segment: core only.
 - rubric: one step-rubric call (rubric-generator); weights normalized and rendered (core).
@@ -6,19 +6,13 @@
 - score: per step, a rubric (given or generated for h_t) and a verdicts call on the step's
   action; the outcome decomposed over the steps (core). A step whose calls fail after retries
   is flagged and left out of the decomposition; if every step fails the request fails.
-- listwise reward: each parseable, ungated rubric scores every candidate (one verdicts call
-  per candidate); the induced ranking is compared with the expert or Borda consensus. A
-  rubric whose calls fail after retries is flagged `error` with a null reward.
-- rank: J judges, each seeing the slate shuffled and relabelled on its own; a judge without
-  a parseable ranking after retries is dropped and reported; Borda consensus of the rest.
+The listwise reward and multi-judge ranking live in `gateway/ranking.py` (`self.ranking`).
 """
 
 import asyncio
 import logging
-import secrets
 import time
 from collections.abc import Sequence
-from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,27 +20,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.schemas import UsageOut
-from rubricate.core.constants import RANK_MIN_VALID_JUDGES, REPETITION_MAX_RATE
+from rubricate.core.constants import STEP_MAX_RETRIES
 from rubricate.core.errors import DomainError
-from rubricate.core.listwise import (
-    RubricReward,
-    Tiers,
-    atomicity,
-    borda_consensus,
-    format_score,
-    group_advantages,
-    judge_order,
-    judge_seed,
-    labels_to_tiers,
-    neutral_labels,
-    parse_rubric_text,
-    ranks_from_tiers,
-    repetition_rate,
-    rubric_reward,
-    spearman,
-    tiers_from_scores,
-    to_tiers,
-)
 from rubricate.core.step_rewards import (
     Criterion,
     Verdict,
@@ -65,17 +40,11 @@ from rubricate.core.steps import (
     segment_text,
 )
 from rubricate.gateway.clients import ServiceClient, UpstreamError, WaitClock
-from rubricate.gateway.schemas import Timing
+from rubricate.gateway.ranking import RankingService, timing_since
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.gateway.stagewise import Upstreams, _run_task
 from rubricate.gateway.step_schemas import (
     CriterionOut,
-    JudgeOut,
-    ListwiseRewardRequest,
-    ListwiseRewardResponse,
-    RankRequest,
-    RankResponse,
-    RubricRewardOut,
     ScoredStep,
     ScoreRequest,
     ScoreResponse,
@@ -93,17 +62,9 @@ from rubricate.gateway.step_schemas import (
 )
 from rubricate.llm.usage import Usage
 from rubricate.rubric_generator.step_schemas import StepRubricTaskRequest, StepRubricTaskResponse
-from rubricate.verifier.step_schemas import (
-    LabeledCandidate,
-    RankTaskRequest,
-    RankTaskResponse,
-    StepVerdictsRequest,
-    StepVerdictsResponse,
-)
+from rubricate.verifier.step_schemas import StepVerdictsRequest, StepVerdictsResponse
 
 log = logging.getLogger("rubricate.gateway.steps")
-
-RubricStatus = Literal["ok", "unparseable", "error"]
 
 
 class StepSettings(BaseSettings):
@@ -138,7 +99,12 @@ class StepsService:
             )
             for i, url in enumerate(settings.judge_urls)
         ]
-        self.judges: list[ServiceClient] = self._own_judges or [upstreams.verifier]
+        self.ranking = RankingService(
+            calls=self,
+            judges=self._own_judges or [upstreams.verifier],
+            concurrency=settings.concurrency,
+            rank_temperature=settings.rank_temperature,
+        )
 
     async def aclose(self) -> None:
         for client in self._own_judges:
@@ -165,7 +131,7 @@ class StepsService:
             raise DomainError("holds no step (no tool call and no answer)", field=field)
         return seg
 
-    def _history(self, history: Trajectory) -> str:
+    def history(self, history: Trajectory) -> str:
         text = (
             history if isinstance(history, str) else render_messages([m.to_core() for m in history])
         )
@@ -209,7 +175,7 @@ class StepsService:
             [c.criterion for c in out.criteria], [float(c.weight) for c in out.criteria]
         )
 
-    async def _verdicts(
+    async def verdicts(
         self,
         *,
         question: str,
@@ -246,7 +212,7 @@ class StepsService:
         usage = Usage()
         criteria = await self._generate(
             question=request.question,
-            history=self._history(request.history),
+            history=self.history(request.history),
             k=request.k,
             temperature=request.temperature,
             seed=request.seed,
@@ -261,9 +227,9 @@ class StepsService:
     async def verify(self, request: VerifyRequest) -> VerifyResponse:
         criteria = _criteria_in(request.rubric, field="rubric.criteria")
         usage = Usage()
-        verdicts = await self._verdicts(
+        verdicts = await self.verdicts(
             question=request.question,
-            history=self._history(request.history),
+            history=self.history(request.history),
             action=request.action,
             criteria=criteria,
             clock=WaitClock(),
@@ -278,6 +244,7 @@ class StepsService:
             passed=passed,
             threshold=request.threshold,
             feedback=retry_feedback(criteria, verdicts),
+            retry=not passed and request.attempt < STEP_MAX_RETRIES,
             usage=UsageOut.of(usage),
         )
 
@@ -328,7 +295,7 @@ class StepsService:
                             usage=usage,
                         )
                 async with gate:
-                    verdicts = await self._verdicts(
+                    verdicts = await self.verdicts(
                         question=request.question,
                         history=history,
                         action=seg.action(i),
@@ -385,217 +352,11 @@ class StepsService:
             decomposition=split.method,
             failed_steps=failed,
             usage=UsageOut.of(usage),
-            timing=_timing(started, clock),
-        )
-
-    # --- listwise reward ------------------------------------------------------------------
-
-    async def listwise_reward(self, request: ListwiseRewardRequest) -> ListwiseRewardResponse:
-        started = time.perf_counter()
-        n = len(request.candidates)
-        consensus, points = _consensus(request, n=n)
-        expert_ranks = ranks_from_tiers(consensus, n=n)
-        history = self._history(request.history)
-        clock = WaitClock()
-        usage = Usage()
-        gate = asyncio.Semaphore(self.settings.concurrency)
-
-        async def score_candidate(criteria: list[Criterion], candidate: str) -> float:
-            async with gate:
-                verdicts = await self._verdicts(
-                    question=request.question,
-                    history=history,
-                    action=candidate,
-                    criteria=criteria,
-                    clock=clock,
-                    usage=usage,
-                )
-            return weighted_fraction(criteria, [v.satisfied for v in verdicts])
-
-        async def one(index: int, text: str) -> RubricRewardOut:
-            parsed = parse_rubric_text(text)
-            r_fmt = format_score(parsed, k=request.k)
-            if parsed is None:
-                reward = rubric_reward(
-                    rho=None, r_atom=0.0, r_fmt=r_fmt, repetition=repetition_rate([text])
-                )
-                return _rubric_reward_out(index, "unparseable", None, None, reward)
-            criteria = make_rubric(parsed.criteria, parsed.weights)
-            repetition = repetition_rate(parsed.criteria)
-            r_atom = atomicity(parsed.criteria)
-            if repetition > REPETITION_MAX_RATE:
-                # gated: the total is 0 whatever the ranking, so the verifier is not asked
-                reward = rubric_reward(rho=None, r_atom=r_atom, r_fmt=r_fmt, repetition=repetition)
-                return _rubric_reward_out(index, "ok", criteria, None, reward)
-            try:
-                candidate_scores = list(
-                    await asyncio.gather(
-                        *(score_candidate(criteria, c) for c in request.candidates)
-                    )
-                )
-            except UpstreamError as exc:
-                FALLBACKS.labels("rubric_unscored").inc()
-                log.warning("listwise.rubric_failed rubric=%d error=%s", index, exc)
-                out = _rubric_reward_out(index, "error", criteria, None, None)
-                out.r_atom, out.r_fmt, out.repetition, out.error = (
-                    r_atom,
-                    r_fmt,
-                    repetition,
-                    str(exc),
-                )
-                return out
-            induced = ranks_from_tiers(tiers_from_scores(candidate_scores), n=n)
-            reward = rubric_reward(
-                rho=spearman(induced, expert_ranks),
-                r_atom=r_atom,
-                r_fmt=r_fmt,
-                repetition=repetition,
-            )
-            return _rubric_reward_out(index, "ok", criteria, candidate_scores, reward)
-
-        rubrics = list(await asyncio.gather(*(one(i, t) for i, t in enumerate(request.rubrics))))
-        if all(r.status == "error" for r in rubrics):
-            raise ServiceError(
-                502,
-                f"no rubric could be scored: {rubrics[0].error}",
-                type="judge_unavailable",
-                usage=UsageOut.of(usage),
-            )
-        scored = [r for r in rubrics if r.reward is not None]
-        for r, advantage in zip(
-            scored,
-            group_advantages([r.reward for r in scored if r.reward is not None]),
-            strict=True,
-        ):
-            r.advantage = advantage
-        log.info(
-            "listwise.scored rubrics=%d candidates=%d errors=%d",
-            len(rubrics),
-            n,
-            sum(r.status == "error" for r in rubrics),
-        )
-        return ListwiseRewardResponse(
-            consensus=consensus,
-            borda_points=points,
-            rubrics=rubrics,
-            usage=UsageOut.of(usage),
-            timing=_timing(started, clock),
-        )
-
-    # --- multi-judge ranking --------------------------------------------------------------
-
-    async def rank(self, request: RankRequest) -> RankResponse:
-        started = time.perf_counter()
-        n = len(request.candidates)
-        judges = request.judges
-        min_valid = (
-            request.min_valid
-            if request.min_valid is not None
-            else min(RANK_MIN_VALID_JUDGES, judges)
-        )
-        if min_valid > judges:
-            raise DomainError(f"must be at most `judges` ({judges})", field="min_valid")
-        seed = request.seed if request.seed is not None else secrets.randbelow(2**31)
-        temperature = (
-            self.settings.rank_temperature if request.temperature is None else request.temperature
-        )
-        history = self._history(request.history)
-        labels = neutral_labels(n)
-        clock = WaitClock()
-        gate = asyncio.Semaphore(self.settings.concurrency)
-
-        async def one(j: int) -> tuple[JudgeOut, Tiers | None, Usage]:
-            seed_j = judge_seed(seed, j)
-            order = judge_order(n, seed=seed_j)
-            client = self.judges[j % len(self.judges)]
-            spent = Usage()
-            out = JudgeOut(
-                judge=j,
-                server=client.service,
-                status="dropped",
-                order=order,
-                labels={label: order[p] for p, label in enumerate(labels)},
-                ranking=None,
-                rationale=None,
-                error=None,
-                usage=UsageOut(),
-            )
-            body = RankTaskRequest(
-                question=request.question,
-                history=history,
-                candidates=[
-                    LabeledCandidate(label=labels[p], text=request.candidates[order[p]])
-                    for p in range(n)
-                ],
-                temperature=temperature,
-                seed=seed_j,
-            )
-            tiers: Tiers | None = None
-            try:
-                async with gate:
-                    answer = await _run_task(
-                        client,
-                        "/v1/tasks/rank",
-                        body,
-                        response_model=RankTaskResponse,
-                        clock=clock,
-                        usage=spent,
-                    )
-                tiers = labels_to_tiers(answer.ranking, order=order)
-                out.status, out.ranking, out.rationale = "ok", tiers, answer.rationale
-            except UpstreamError as exc:
-                out.error = str(exc)
-            except ValueError as exc:
-                out.error = f"{client.service}: unusable ranking: {exc}"
-            if out.status == "dropped":
-                FALLBACKS.labels("judge_dropped").inc()
-                log.warning("rank.judge_dropped judge=%d error=%s", j, out.error)
-            out.usage = UsageOut.of(spent)
-            return out, tiers, spent
-
-        results = await asyncio.gather(*(one(j) for j in range(judges)))
-        usage = Usage()
-        for _, _, spent in results:
-            usage.merge(spent)
-        valid = [tiers for _, tiers, _ in results if tiers is not None]
-        dropped = [out.judge for out, tiers, _ in results if tiers is None]
-        if len(valid) < min_valid:
-            reasons = "; ".join(f"judge {out.judge}: {out.error}" for out, _, _ in results)
-            raise ServiceError(
-                502,
-                f"{len(valid)} of {judges} judges returned a parseable ranking, "
-                f"{min_valid} needed: {reasons}",
-                type="insufficient_judges",
-                usage=UsageOut.of(usage),
-            )
-        consensus, points = borda_consensus(valid, n=n)
-        log.info("rank.done candidates=%d judges=%d dropped=%d", n, judges, len(dropped))
-        return RankResponse(
-            consensus=consensus,
-            borda_points=points,
-            judges=[out for out, _, _ in results],
-            dropped=dropped,
-            seed=seed,
-            usage=UsageOut.of(usage),
-            timing=_timing(started, clock),
+            timing=timing_since(started, clock),
         )
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def _consensus(request: ListwiseRewardRequest, *, n: int) -> tuple[Tiers, list[float] | None]:
-    if (request.expert_ranking is None) == (request.judge_rankings is None):
-        raise DomainError(
-            "give exactly one of `expert_ranking` and `judge_rankings`", field="expert_ranking"
-        )
-    if request.expert_ranking is not None:
-        return to_tiers(request.expert_ranking, n=n, field="expert_ranking"), None
-    assert request.judge_rankings is not None
-    rankings = [
-        to_tiers(r, n=n, field=f"judge_rankings[{j}]") for j, r in enumerate(request.judge_rankings)
-    ]
-    return borda_consensus(rankings, n=n)
 
 
 def _criteria_in(rubric: StepRubricIn, *, field: str) -> list[Criterion]:
@@ -630,38 +391,3 @@ def _step_out(seg: Segmentation, i: int) -> StepOut:
         observation_span=step.observation_span,
         message_span=step.message_span,
     )
-
-
-def _rubric_reward_out(
-    index: int,
-    status: RubricStatus,
-    criteria: Sequence[Criterion] | None,
-    candidate_scores: list[float] | None,
-    reward: RubricReward | None,
-) -> RubricRewardOut:
-    """`reward` is None for an `error` rubric; a gated rubric has no ρ and no r_rank (the
-    verifier was not asked), an unparseable one has r_rank 0."""
-    induced = None if candidate_scores is None else tiers_from_scores(candidate_scores)
-    return RubricRewardOut(
-        index=index,
-        status=status,
-        criteria=None
-        if criteria is None
-        else [CriterionOut(text=c.text, weight=c.weight) for c in criteria],
-        candidate_scores=candidate_scores,
-        induced_ranking=induced,
-        rho=None if reward is None else reward.rho,
-        r_rank=None if reward is None or (reward.rho is None and status == "ok") else reward.r_rank,
-        r_atom=0.0 if reward is None else reward.r_atom,
-        r_fmt=0.0 if reward is None else reward.r_fmt,
-        repetition=0.0 if reward is None else reward.repetition,
-        gated=False if reward is None else reward.gated,
-        reward=None if reward is None else reward.total,
-        advantage=None,
-    )
-
-
-def _timing(started: float, clock: WaitClock) -> Timing:
-    total = time.perf_counter() - started
-    upstream = clock.total()
-    return Timing(total_s=total, upstream_s=upstream, overhead_s=max(0.0, total - upstream))

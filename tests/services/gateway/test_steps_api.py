@@ -186,11 +186,15 @@ async def test_verify_pass_threshold_and_feedback(steps: Running) -> None:
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["score"] == 0.5 and out["pass"] is True and out["threshold"] == 0.5
+    assert out["retry"] is False
     assert [v["satisfied"] for v in out["verdicts"]] == [True, False, False]
     assert "Names NASA" in out["feedback"] and "Uses a date" in out["feedback"]
     assert "Targets the report" not in out["feedback"]
     r = await steps.client.post("/v1/steps/verify", json={**base, "action": "search [[c2]]"})
-    assert r.json()["score"] == 0.25 and r.json()["pass"] is False
+    assert r.json()["score"] == 0.25 and r.json()["pass"] is False and r.json()["retry"] is True
+    retried = {**base, "action": "search [[c2]]", "attempt": 1}
+    r = await steps.client.post("/v1/steps/verify", json=retried)
+    assert r.json()["pass"] is False and r.json()["retry"] is False  # one retry per step
     r = await steps.client.post(
         "/v1/steps/verify", json={**base, "action": "search [[c2]]", "threshold": 0.25}
     )
