@@ -10,6 +10,7 @@ or fail when RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 says the tools are expected.
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -315,6 +316,23 @@ def test_compose_services_and_profiles(services: dict[str, dict[str, Any]]) -> N
             assert services[name].get("profiles") == expected, name
 
 
+def test_every_rubricate_service_runs_with_api_keys(compose: dict[str, Any]) -> None:
+    """Open mode refuses to bind 0.0.0.0: every served container (and the worker, which calls
+    the model servers) needs the key table and the internal token, both required variables."""
+    for name, spec in compose["services"].items():
+        command = spec.get("command")
+        if not isinstance(command, list) or command[:1] not in (["rubricate"], ["celery"]):
+            continue
+        if command[:3] == ["rubricate", "store", "migrate"]:
+            continue
+        env = spec["environment"]
+        assert env["RUBRICATE_AUTH_MODE"] == "api_key", name
+        assert env["RUBRICATE_AUTH_API_KEYS"].startswith("${RUBRICATE_AUTH_API_KEYS:?"), name
+        assert env["RUBRICATE_AUTH_INTERNAL_TOKEN"].startswith(
+            "${RUBRICATE_AUTH_INTERNAL_TOKEN:?"
+        ), name
+
+
 def test_every_compose_service_has_a_healthcheck(
     compose: dict[str, Any], services: dict[str, dict[str, Any]]
 ) -> None:
@@ -494,18 +512,48 @@ def test_qdrant_healthcheck_reads_the_http_status(compose: dict[str, Any]) -> No
         assert (result.returncode == 0) == (expected == 0), (status, result.stderr)
 
 
+COMPOSE_AUTH = {
+    "RUBRICATE_AUTH_API_KEYS": f"acme:{'ab' * 32}",
+    "RUBRICATE_AUTH_INTERNAL_TOKEN": "t" * 32,
+}
+
+
 def test_docker_compose_config() -> None:
     compose_bin = tool("docker-compose")
     base = [compose_bin, "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE)]
-    run([*base, "--profile", "cpu", "--profile", "gpu", "--profile", "miner", "config", "-q"])
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RUBRICATE_AUTH_")}
+    env = {**clean, **COMPOSE_AUTH}
+    # without the auth settings Compose stops and says what to set
+    missing = run([*base, "config", "-q"], check=False, env=clean)
+    assert missing.returncode != 0 and "required variable RUBRICATE_AUTH_" in missing.stderr
+    run(
+        [*base, "--profile", "cpu", "--profile", "gpu", "--profile", "miner", "config", "-q"],
+        env=env,
+    )
     for profile, names in PROFILES.items():
         args = ["--profile", profile] if profile else []
-        listed = set(run([*base, *args, "config", "--services"]).stdout.split())
+        listed = set(run([*base, *args, "config", "--services"], env=env).stdout.split())
         assert listed == PROFILES[None] | names, profile
-    resolved = json.loads(run([*base, "--profile", "gpu", "config", "--format", "json"]).stdout)
+    resolved = json.loads(
+        run(
+            [*base, "--profile", "gpu", "--profile", "miner", "config", "--format", "json"], env=env
+        ).stdout
+    )
     command = resolved["services"]["vllm-generator"]["command"]
     assert command[0] == "Qwen/Qwen2.5-7B-Instruct"
     assert "--enable-prefix-caching" in command
+    for name in (
+        "gateway",
+        "store",
+        "rubric-generator-gpu",
+        "verifier-gpu",
+        "miner",
+        "miner-worker",
+    ):
+        service_env = resolved["services"][name]["environment"]
+        assert service_env["RUBRICATE_AUTH_MODE"] == "api_key", name
+        for key, value in COMPOSE_AUTH.items():
+            assert service_env[key] == value, (name, key)
 
 
 # ================================================================================= Prometheus
@@ -760,6 +808,10 @@ def test_chart_metadata() -> None:
     json.loads((CHART_DIR / "values.schema.json").read_text(encoding="utf-8"))
 
 
+# Every install needs API keys (the services run with RUBRICATE_AUTH_MODE=api_key); the
+# scenarios below add this to their values.
+AUTH_VALUES = {"auth": {"apiKeys": f"acme:{'ab' * 32}, lab-2:{'cd' * 32}"}}
+
 SCENARIOS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "everything-on": {
@@ -793,6 +845,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "modelCache": {"existingClaim": "hf-models"},
     },
 }
+
+
+def _with_auth(values: dict[str, Any]) -> dict[str, Any]:
+    return {**AUTH_VALUES, **values}
 
 
 def _helm_template(
@@ -833,26 +889,35 @@ def _effective(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, An
 def test_helm_lint(scenario: str, tmp_path: Path) -> None:
     helm = tool("helm")
     values_file = tmp_path / "values.yaml"
-    values_file.write_text(yaml.safe_dump(SCENARIOS[scenario]), encoding="utf-8")
+    values_file.write_text(yaml.safe_dump(_with_auth(SCENARIOS[scenario])), encoding="utf-8")
     run([helm, "lint", "--strict", str(CHART_DIR), "-f", str(values_file)])
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_helm_template_renders_coherent_manifests(scenario: str, tmp_path: Path) -> None:
     helm = tool("helm")
-    values = _effective(SCENARIOS[scenario], load_yaml(CHART_DIR / "values.yaml"))
-    rendered = _helm_template(helm, SCENARIOS[scenario], tmp_path).stdout
+    scenario_values = _with_auth(SCENARIOS[scenario])
+    values = _effective(scenario_values, load_yaml(CHART_DIR / "values.yaml"))
+    rendered = _helm_template(helm, scenario_values, tmp_path).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     check_manifests(docs, values)
 
 
 def test_helm_template_rejects_incomplete_values(tmp_path: Path) -> None:
     helm = tool("helm")
-    result = _helm_template(helm, {"llm": {"backend": "openai"}}, tmp_path, check=False)
+    result = _helm_template(helm, _with_auth({"llm": {"backend": "openai"}}), tmp_path, check=False)
     assert result.returncode != 0
     assert "llm.baseUrl is required with the openai backend" in result.stderr
-    result = _helm_template(helm, {"llm": {"backend": "tpu"}}, tmp_path, check=False)
+    result = _helm_template(helm, _with_auth({"llm": {"backend": "tpu"}}), tmp_path, check=False)
     assert result.returncode != 0 and "llm/backend" in result.stderr
+    # no API keys: the services would refuse to start, so the chart refuses to render
+    result = _helm_template(helm, {}, tmp_path, check=False)
+    assert result.returncode != 0 and "auth.apiKeys is required" in result.stderr
+    bad = {"auth": {"apiKeys": "acme:not-a-hash", "internalToken": "short"}}
+    result = _helm_template(helm, bad, tmp_path, check=False)
+    assert result.returncode != 0 and "auth" in result.stderr
+    # with existingSecret the keys come from it
+    _helm_template(helm, {"existingSecret": "creds"}, tmp_path)
 
 
 # ------------------------------------------------------------------------ manifest checks
@@ -933,6 +998,7 @@ def check_manifests(docs: list[dict[str, Any]], values: dict[str, Any]) -> None:
         service = services[url.hostname]
         assert url.port in {p["port"] for p in service["spec"]["ports"]}
     assert config["data"]["RUBRICATE_AUTO_MIGRATE"] == "false"
+    assert config["data"]["RUBRICATE_AUTH_MODE"] == "api_key", "open mode cannot bind 0.0.0.0"
     if values["miner"]["enabled"]:
         for key in ("RUBRICATE_GATEWAY_MINER_URL", "RUBRICATE_MINER_VERIFIER_URL"):
             url = urlparse(config["data"][key])
@@ -994,6 +1060,13 @@ def _check_pod(
     for source in container.get("envFrom", []):
         assert source["configMapRef"]["name"] in config_maps
     env = _container_env(container)
+    # api_key mode on every service: the key table and the internal token from the Secret
+    for name, key in (
+        ("RUBRICATE_AUTH_API_KEYS", "authApiKeys"),
+        ("RUBRICATE_AUTH_INTERNAL_TOKEN", "authInternalToken"),
+    ):
+        ref = env[name]["valueFrom"]["secretKeyRef"]
+        assert ref["key"] == values["secretKeys"][key] and not ref.get("optional"), name
     for entry in env.values():
         ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
         if ref is None:
@@ -1032,6 +1105,11 @@ def _check_pod(
         assert {"RUBRICATE_MINER_BROKER_URL", "RUBRICATE_DATABASE_URL"} <= set(env)
     if component == "gateway":
         assert "RUBRICATE_DATABASE_URL" not in env, "least privilege: the gateway has no DB"
+        # Idempotency-Key results shared by the HPA's replicas
+        assert (
+            env["RUBRICATE_GATEWAY_REDIS_URL"]["valueFrom"]["secretKeyRef"]["key"]
+            == (values["secretKeys"]["redisUrl"])
+        )
         grpc = values["gateway"]["grpc"]
         assert any(p["name"] == "grpc" for p in container["ports"]) == grpc["enabled"]
     if component in ("rubric-generator", "verifier"):
@@ -1049,6 +1127,9 @@ def _check_model_server(
     llm = {**values["llm"], **own}
     backend = llm["backend"]
     assert env["RUBRICATE_LLM_BACKEND"]["value"] == backend
+    # the judge-call cache is shared by the replicas
+    assert env["RUBRICATE_LLM_CACHE"]["value"] == "redis"
+    assert "secretKeyRef" in env["RUBRICATE_LLM_CACHE_URL"]["valueFrom"]
     gpu_resource = values["gpu"]["resourceName"]
     limits = container["resources"].get("limits", {})
     image_repository = container["image"].rsplit(":", 1)[0]
@@ -1152,6 +1233,8 @@ def _check_secret_contents(secrets: dict[str, dict[str, Any]], values: dict[str,
         assert parsed.hostname == redis["host"] and parsed.port == redis["port"]
         assert unquote(parsed.password or "") == redis["password"]
         assert parsed.path == f"/{db}"
+    assert data[keys["authApiKeys"]] == values["auth"]["apiKeys"]
+    assert len(data[keys["authInternalToken"]]) >= 16
     assert (keys["llmApiKey"] in data) == bool(values["llm"]["apiKey"])
     assert (keys["hfToken"] in data) == bool(values["huggingface"]["token"])
     assert (keys["qdrantApiKey"] in data) == bool(values["externalQdrant"]["apiKey"])

@@ -136,6 +136,31 @@ Connection URLs (only used when the chart creates the Secret)
       {{- end }}
 {{- end }}
 
+{{/*
+The services' shared internal token: auth.internalToken, else the one in the release's Secret
+(upgrades keep it), else a new random one (install).
+*/}}
+{{- define "rubricate.internalToken" -}}
+{{- if .Values.auth.internalToken }}
+{{- .Values.auth.internalToken }}
+{{- else }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "rubricate.fullname" .) }}
+{{- $data := (get (default dict $existing) "data") | default dict }}
+{{- $key := .Values.secretKeys.authInternalToken }}
+{{- if hasKey $data $key }}
+{{- index $data $key | b64dec }}
+{{- else }}
+{{- randAlphaNum 48 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The API-key table and the internal token, for every Rubricate container. */}}
+{{- define "rubricate.authEnv" -}}
+{{ include "rubricate.secretEnv" (dict "root" . "name" "RUBRICATE_AUTH_API_KEYS" "key" "authApiKeys" "optional" false) }}
+{{ include "rubricate.secretEnv" (dict "root" . "name" "RUBRICATE_AUTH_INTERNAL_TOKEN" "key" "authInternalToken" "optional" false) }}
+{{- end }}
+
 {{/* env entries from a map of name → value. */}}
 {{- define "rubricate.envMap" -}}
 {{- range $name, $value := . }}

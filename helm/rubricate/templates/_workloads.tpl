@@ -61,6 +61,7 @@ spec:
           env:
             - name: RUBRICATE_PORT
               value: {{ $v.port | toString | quote }}
+            {{- include "rubricate.authEnv" $root | nindent 12 }}
             {{- with .env }}
             {{- . | nindent 12 }}
             {{- end }}
