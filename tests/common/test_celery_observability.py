@@ -138,6 +138,22 @@ def test_worker_carries_request_ids_and_records_jobs(
     assert ran["test.task_ran key=without-id"]["request_id"] is None
 
 
+def test_eager_tasks_keep_the_request_id_of_the_request_running_them(app: Celery) -> None:
+    app.conf.task_always_eager = True
+    seen: list[str | None] = []
+
+    @app.task(name="rubricate.test.eager")
+    def eager() -> None:
+        seen.append(current_request_id())
+
+    with request_id_context("req-eager"):
+        eager.delay()
+        assert current_request_id() == "req-eager"
+    eager.delay()
+    assert seen == ["req-eager", None]
+    assert _count(eager.name, "success") >= 2
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

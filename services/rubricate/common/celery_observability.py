@@ -65,7 +65,8 @@ def _before_publish(headers: dict[str, Any] | None = None, **_: Any) -> None:
 def _task_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
     if task_id is None or task is None:
         return
-    token = REQUEST_ID.set(task_request_id(task.request))
+    # an eager task (embedded mode) runs inside the request that queued it: keep that id
+    token = REQUEST_ID.set(task_request_id(task.request) or REQUEST_ID.get())
     _started[task_id] = (time.perf_counter(), token)
 
 
@@ -153,6 +154,6 @@ def install(app: Celery) -> None:
     `app` is the app whose module calls this; the handlers connect before its worker
     configures logging.
     """
-    del app  # the signals are Celery-wide; kept in the signature for the call site's clarity
+    _ = app  # the signals are Celery-wide
     for signal, handler, uid in _HANDLERS:
         signal.connect(handler, weak=False, dispatch_uid=uid)
