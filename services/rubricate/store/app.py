@@ -70,7 +70,7 @@ def create_app(
             app.state.store = store
             app.state.buffers = BufferService(store, cache, ttl_s=settings.cache_ttl_s)
             app.state.bank = build_bank_service(
-                engine=engine, data_dir=settings.data_dir, buffer_cache=cache, embedder=embedder
+                engine=engine, buffer_cache=cache, embedder=embedder
             )
             log.info(
                 "store.started database=%s cache=%s",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import Engine, delete, func, or_, select
+from sqlalchemy import Engine, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -27,6 +27,15 @@ log = logging.getLogger("rubricate.store.bank")
 
 class ScoringExistsError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class StoredVector:
+    tenant: str
+    question_hash: str
+    question: str
+    embedding: bytes | None
+    embedding_model: str | None
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,17 @@ class BankStore:
 
     # --- items ----------------------------------------------------------------------------
 
-    def offer(self, tenant: str, question_hash: str, item: BankItemIn) -> OfferOutcome:
-        """Write `item` unless the stored one comes from a newer step."""
+    def offer(
+        self,
+        tenant: str,
+        question_hash: str,
+        item: BankItemIn,
+        *,
+        embedding: bytes | None = None,
+        embedding_model: str | None = None,
+    ) -> OfferOutcome:
+        """Write `item` (with its question's embedding, if computed) unless the stored one
+        comes from a newer step."""
         now = utcnow()
         values = {
             "tenant": tenant,
@@ -70,6 +88,8 @@ class BankStore:
             "score": item.score,
             "step": item.step,
             "provenance": item.provenance,
+            "embedding": embedding,
+            "embedding_model": embedding_model,
             "created_at": now,
             "updated_at": now,
             "version": 1,
@@ -113,6 +133,10 @@ class BankStore:
                 "score": excluded.score,
                 "step": excluded.step,
                 "provenance": excluded.provenance,
+                "embedding": func.coalesce(excluded.embedding, BankItemRow.embedding),
+                "embedding_model": func.coalesce(
+                    excluded.embedding_model, BankItemRow.embedding_model
+                ),
                 "updated_at": excluded.updated_at,
                 "version": BankItemRow.version + 1,
             },
@@ -135,6 +159,9 @@ class BankStore:
         for name in ("question", "rubrics", "takeaways", "reflection", "score", "step"):
             setattr(row, name, values[name])
         row.provenance = values["provenance"]  # type: ignore[assignment]
+        if values["embedding"] is not None:
+            row.embedding = values["embedding"]  # type: ignore[assignment]
+            row.embedding_model = values["embedding_model"]  # type: ignore[assignment]
         row.updated_at = values["updated_at"]  # type: ignore[assignment]
         row.version += 1
         session.flush()
@@ -163,6 +190,34 @@ class BankStore:
                 .order_by(BankItemRow.question_hash)
             )
             return [(h, q) for h, q in session.execute(stmt)]
+
+    def embeddings(self, tenant: str | None = None) -> list[StoredVector]:
+        """Every item's question and stored embedding (all tenants when `tenant` is None)."""
+        stmt = select(
+            BankItemRow.tenant,
+            BankItemRow.question_hash,
+            BankItemRow.question,
+            BankItemRow.embedding,
+            BankItemRow.embedding_model,
+        ).order_by(BankItemRow.tenant, BankItemRow.question_hash)
+        if tenant is not None:
+            stmt = stmt.where(BankItemRow.tenant == tenant)
+        with unit_of_work(self.engine, write=False) as session:
+            return [
+                StoredVector(*row)
+                for row in session.execute(stmt.execution_options(yield_per=2000))
+            ]
+
+    def set_embeddings(
+        self, tenant: str, vectors: Sequence[tuple[str, bytes]], *, model: str
+    ) -> None:
+        with unit_of_work(self.engine, write=True) as session:
+            for qhash, blob in vectors:
+                session.execute(
+                    update(BankItemRow)
+                    .where(BankItemRow.tenant == tenant, BankItemRow.question_hash == qhash)
+                    .values(embedding=blob, embedding_model=model)
+                )
 
     def count(self, tenant: str) -> int:
         with unit_of_work(self.engine, write=False) as session:

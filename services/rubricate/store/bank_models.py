@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
 )
@@ -43,6 +44,10 @@ class BankItemRow(Base):
     """Its utility u."""
     step: Mapped[int | None] = mapped_column(BigInteger)
     provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    """The question's embedding (float32, little-endian): the vector index is rebuilt from
+    it without re-embedding. None until embedded."""
+    embedding_model: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     version: Mapped[int] = mapped_column(Integer, default=1)

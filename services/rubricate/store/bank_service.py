@@ -8,15 +8,15 @@ derived from it and can be rebuilt (`reindex`) at any time.
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 
 from sqlalchemy import Engine
 
 from rubricate.common.embeddings import Embedder, EmbeddingSettings, shared_embedder
 from rubricate.core.normalize import question_hash
 from rubricate.store.bank import BankStore
-from rubricate.store.bank_index import BankIndex, BankSettings
+from rubricate.store.bank_index import BankIndex, BankSettings, decode_vector, encode_vector
 from rubricate.store.bank_schemas import (
     BankItemIn,
     BankStats,
@@ -47,14 +47,12 @@ class BankService:
         store: BankStore,
         snapshots: SnapshotStore,
         settings: BankSettings,
-        data_dir: Path,
         embedder_factory: Callable[[], Embedder],
         buffer_cache: Cache,
     ) -> None:
         self.store = store
         self.snapshots = snapshots
         self.settings = settings
-        self.data_dir = data_dir
         self._embedder_factory = embedder_factory
         self._embedder: Embedder | None = None
         self._index: BankIndex | None = None
@@ -64,34 +62,75 @@ class BankService:
     # --- lazily opened model and index ----------------------------------------------------
 
     def _vectors(self) -> tuple[Embedder, BankIndex]:
+        """The embedder and the index, opened on first use; a local (in-memory) index is
+        filled from the vectors stored in the database then."""
         with self._open_lock:
             try:
                 if self._embedder is None:
                     self._embedder = self._embedder_factory()
                 if self._index is None:
-                    self._index = BankIndex.open(
-                        self.settings, data_dir=self.data_dir, dim=self._embedder.dim
-                    )
-                    self._index.ensure()
+                    index = BankIndex.open(self.settings, dim=self._embedder.dim)
+                    index.ensure()
+                    if not index.server:
+                        started = time.perf_counter()
+                        n = self._load(index, self._embedder, tenant=None)
+                        log.info(
+                            "bank.index_loaded items=%d seconds=%.2f",
+                            n,
+                            time.perf_counter() - started,
+                        )
+                    self._index = index
+            except IndexUnavailableError:
+                raise
             except Exception as exc:
                 raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
             return self._embedder, self._index
 
-    def _index_questions(self, tenant: str, pairs: list[tuple[str, str]]) -> None:
-        embedder, index = self._vectors()
-        try:
-            for start in range(0, len(pairs), 256):
-                chunk = pairs[start : start + 256]
+    def _load(self, index: BankIndex, embedder: Embedder, *, tenant: str | None) -> int:
+        """Put the stored vectors of `tenant` (or of every tenant) into the index; items
+        without a vector of the current model are embedded now and their vectors stored."""
+        by_tenant: dict[str, list[tuple[str, list[float]]]] = {}
+        missing: dict[str, list[tuple[str, str]]] = {}
+        for row in self.store.embeddings(tenant):
+            vector = (
+                decode_vector(row.embedding)
+                if row.embedding is not None and row.embedding_model == embedder.name
+                else None
+            )
+            if vector is not None and len(vector) == embedder.dim:
+                by_tenant.setdefault(row.tenant, []).append((row.question_hash, vector))
+            else:
+                missing.setdefault(row.tenant, []).append((row.question_hash, row.question))
+        for name, todo in missing.items():
+            for start in range(0, len(todo), 256):
+                chunk = todo[start : start + 256]
                 vectors = embedder.embed([q for _, q in chunk])
-                index.upsert(tenant, [(h, v) for (h, _), v in zip(chunk, vectors, strict=True)])
-        except Exception as exc:
-            raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+                self.store.set_embeddings(
+                    name,
+                    [(h, encode_vector(v)) for (h, _), v in zip(chunk, vectors, strict=True)],
+                    model=embedder.name,
+                )
+                by_tenant.setdefault(name, []).extend(
+                    (h, v) for (h, _), v in zip(chunk, vectors, strict=True)
+                )
+        for name, pairs in by_tenant.items():
+            index.upsert(name, pairs, batch=4096)
+        return sum(len(p) for p in by_tenant.values())
 
-    def _ensure_indexed(self, tenant: str, qhash: str, question: str) -> bool:
+    def _embed(self, question: str) -> tuple[list[float], str] | None:
+        try:
+            embedder, _ = self._vectors()
+            return embedder.embed([question])[0], embedder.name
+        except Exception as exc:
+            log.warning("bank.embed_failed error=%s", exc)
+            return None
+
+    def _index_one(self, tenant: str, qhash: str, vector: list[float] | None) -> bool:
+        if vector is None:
+            return False
         try:
             _, index = self._vectors()
-            if not index.has(tenant, qhash):
-                self._index_questions(tenant, [(qhash, question)])
+            index.upsert(tenant, [(qhash, vector)])
             return True
         except Exception as exc:
             log.warning(
@@ -108,10 +147,18 @@ class BankService:
 
     async def offer(self, tenant: str, item: BankItemIn) -> OfferResponse:
         qhash = question_hash(item.question)
-        outcome = await asyncio.to_thread(self.store.offer, tenant, qhash, item)
-        indexed = await asyncio.to_thread(
-            self._ensure_indexed, tenant, qhash, outcome.item.question
+        embedded = await asyncio.to_thread(self._embed, item.question)
+        vector, model = embedded if embedded is not None else (None, None)
+        outcome = await asyncio.to_thread(
+            lambda: self.store.offer(
+                tenant,
+                qhash,
+                item,
+                embedding=None if vector is None else encode_vector(vector),
+                embedding_model=model,
+            )
         )
+        indexed = await asyncio.to_thread(self._index_one, tenant, qhash, vector)
         reason = (
             "written"
             if outcome.written
@@ -162,19 +209,18 @@ class BankService:
 
     async def reindex(self, tenant: str) -> int:
         """Rebuild the tenant's vector index from the database; returns the items indexed."""
-        pairs = await asyncio.to_thread(self.store.questions, tenant)
 
-        def rebuild() -> None:
-            _, index = self._vectors()
+        def rebuild() -> int:
+            embedder, index = self._vectors()
             try:
                 index.delete_tenant(tenant)
+                return self._load(index, embedder, tenant=tenant)
             except Exception as exc:
                 raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
-            self._index_questions(tenant, pairs)
 
-        await asyncio.to_thread(rebuild)
-        log.info("bank.reindexed tenant=%s items=%d", tenant, len(pairs))
-        return len(pairs)
+        n = await asyncio.to_thread(rebuild)
+        log.info("bank.reindexed tenant=%s items=%d", tenant, n)
+        return n
 
     # --- snapshots ------------------------------------------------------------------------
 
@@ -222,7 +268,6 @@ class BankService:
 def build_bank_service(
     *,
     engine: Engine,
-    data_dir: Path,
     buffer_cache: Cache,
     embedder: Embedder | None = None,
     settings: BankSettings | None = None,
@@ -241,7 +286,6 @@ def build_bank_service(
         store=BankStore(engine),
         snapshots=SnapshotStore(engine),
         settings=cfg,
-        data_dir=data_dir,
         embedder_factory=load,
         buffer_cache=buffer_cache,
     )

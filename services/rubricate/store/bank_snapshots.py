@@ -6,6 +6,8 @@ partial snapshot; a restore replaces the tenant's bank and buffers in one transa
 Export/import is JSONL: a header line, then one line per bank item or question buffer.
 """
 
+import base64
+import binascii
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -51,6 +53,9 @@ class BankPayload(BaseModel):
     created_at: datetime
     updated_at: datetime
     version: int
+    embedding: str | None = None
+    """The question's stored embedding, base64 float32 (so a restore need not re-embed)."""
+    embedding_model: str | None = None
 
 
 class RubricPayload(BaseModel):
@@ -91,6 +96,15 @@ class Restored:
     """(question hash, question) of the restored bank items."""
 
 
+def _decode_blob(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error:
+        return None  # re-embedded on the next index load
+
+
 def _info(row: BankSnapshotRow) -> SnapshotInfo:
     return SnapshotInfo(
         step=row.step,
@@ -113,6 +127,8 @@ def _bank_payload(row: BankItemRow) -> dict[str, Any]:
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
         version=row.version,
+        embedding=None if row.embedding is None else base64.b64encode(row.embedding).decode(),
+        embedding_model=row.embedding_model,
     ).model_dump(mode="json")
 
 
@@ -284,7 +300,8 @@ class SnapshotStore:
                         BankItemRow(
                             tenant=tenant,
                             question_hash=entry.key,
-                            **b.model_dump(exclude={"created_at", "updated_at"}),
+                            **b.model_dump(exclude={"created_at", "updated_at", "embedding"}),
+                            embedding=_decode_blob(b.embedding),
                             created_at=b.created_at,
                             updated_at=b.updated_at,
                         )

@@ -1,16 +1,17 @@
 """Within- and cross-episode retrieval: PostgreSQL, Qdrant in local mode, the real MiniLM."""
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 
 from rubricate.common.embeddings import Embedder, shared_embedder
 from rubricate.core.normalize import question_hash
+from rubricate.store.bank_models import BankItemRow
 from rubricate.store.bank_schemas import BankItemIn, RetrieveRequest
 from rubricate.store.bank_service import BankService, build_bank_service
 from rubricate.store.cache import MemoryCache
+from rubricate.store.db import unit_of_work
 
 QUESTIONS = [
     "Why was the Mars Climate Orbiter lost in 1999?",
@@ -27,10 +28,8 @@ def minilm() -> Embedder:
 
 
 @pytest.fixture
-def bank(pg_engine: Engine, tmp_path: Path, minilm: Embedder) -> Iterator[BankService]:
-    service = build_bank_service(
-        engine=pg_engine, data_dir=tmp_path, buffer_cache=MemoryCache(), embedder=minilm
-    )
+def bank(pg_engine: Engine, minilm: Embedder) -> Iterator[BankService]:
+    service = build_bank_service(engine=pg_engine, buffer_cache=MemoryCache(), embedder=minilm)
     yield service
     service.close()
 
@@ -115,3 +114,51 @@ async def test_replacing_an_item_keeps_one_point_and_restore_reindexes(
     assert restored.indexed
     stats = await bank.stats(tenant)
     assert (stats.items, stats.indexed) == (len(QUESTIONS), len(QUESTIONS))
+
+
+class CountingEmbedder(Embedder):
+    """The real MiniLM, counting the texts it embeds."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+async def test_a_restarted_store_rebuilds_its_index_from_stored_vectors(
+    pg_engine: Engine, minilm: Embedder, tenant: str
+) -> None:
+    first = build_bank_service(engine=pg_engine, buffer_cache=MemoryCache(), embedder=minilm)
+    try:
+        await fill(first, tenant)
+    finally:
+        first.close()
+    # one item lost its vector (e.g. written while the embedder was down)
+    with unit_of_work(pg_engine, write=True) as session:
+        session.execute(
+            update(BankItemRow)
+            .where(
+                BankItemRow.tenant == tenant,
+                BankItemRow.question_hash == question_hash(QUESTIONS[3]),
+            )
+            .values(embedding=None, embedding_model=None)
+        )
+    counting = CountingEmbedder(minilm)
+    second = build_bank_service(engine=pg_engine, buffer_cache=MemoryCache(), embedder=counting)
+    try:
+        found = await second.retrieve(
+            tenant, RetrieveRequest(question="How is bread made to rise?", mode="cross")
+        )
+        assert {i.question for i in found.items} == {QUESTIONS[2], QUESTIONS[3]}
+        # only the query and the item without a stored vector were embedded
+        assert QUESTIONS[0] not in counting.texts
+        assert QUESTIONS[3] in counting.texts
+        assert "How is bread made to rise?" in counting.texts
+        assert (await second.stats(tenant)).indexed == len(QUESTIONS)
+    finally:
+        second.close()

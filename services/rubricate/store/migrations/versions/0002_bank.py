@@ -28,6 +28,8 @@ def upgrade() -> None:
         sa.Column("score", sa.Float(), nullable=False),
         sa.Column("step", sa.BigInteger(), nullable=True),
         sa.Column("provenance", sa.JSON(), nullable=False),
+        sa.Column("embedding", sa.LargeBinary(), nullable=True),
+        sa.Column("embedding_model", sa.String(200), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
