@@ -7,7 +7,7 @@ import os
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rubricate.client.http import DEFAULT_URL, AsyncClient, Client
@@ -24,16 +24,18 @@ class AdapterSettings:
     kind: str | None = None
     tenant: str | None = None
     timeout_s: float = 900.0
+    api_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "AdapterSettings":
-        """RUBRICATE_URL, RUBRICATE_REWARD_KIND, RUBRICATE_TENANT, RUBRICATE_TIMEOUT_S; explicit
-        keyword arguments (e.g. veRL's `reward_kwargs`) win."""
+        """RUBRICATE_URL, RUBRICATE_REWARD_KIND, RUBRICATE_TENANT, RUBRICATE_TIMEOUT_S,
+        RUBRICATE_API_KEY; explicit keyword arguments (e.g. veRL's `reward_kwargs`) win."""
         values: dict[str, Any] = {
             "url": os.environ.get("RUBRICATE_URL", DEFAULT_URL),
             "kind": os.environ.get("RUBRICATE_REWARD_KIND") or None,
             "tenant": os.environ.get("RUBRICATE_TENANT") or None,
             "timeout_s": float(os.environ.get("RUBRICATE_TIMEOUT_S", "900")),
+            "api_key": os.environ.get("RUBRICATE_API_KEY") or None,
         }
         values.update({k: v for k, v in overrides.items() if k in values and v is not None})
         return cls(**values)
@@ -51,7 +53,12 @@ def sync_client(settings: AdapterSettings) -> Client:
     with _lock:
         client = _sync_clients.get(settings)
         if client is None:
-            client = Client(settings.url, timeout_s=settings.timeout_s, tenant=settings.tenant)
+            client = Client(
+                settings.url,
+                timeout_s=settings.timeout_s,
+                tenant=settings.tenant,
+                api_key=settings.api_key,
+            )
             _sync_clients[settings] = client
         return client
 
@@ -61,7 +68,12 @@ def async_client(settings: AdapterSettings) -> AsyncClient:
     per_loop = _async_clients.setdefault(loop, {})
     client = per_loop.get(settings)
     if client is None:
-        client = AsyncClient(settings.url, timeout_s=settings.timeout_s, tenant=settings.tenant)
+        client = AsyncClient(
+            settings.url,
+            timeout_s=settings.timeout_s,
+            tenant=settings.tenant,
+            api_key=settings.api_key,
+        )
         per_loop[settings] = client
     return client
 

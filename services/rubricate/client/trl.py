@@ -88,10 +88,11 @@ class RubricateReward:
         tenant: str | None = None,
         label_column: str = "label",
         timeout_s: float | None = None,
+        api_key: str | None = None,
         client: Client | None = None,
     ) -> None:
         self.settings = AdapterSettings.from_env(
-            url=url, kind=kind, tenant=tenant, timeout_s=timeout_s
+            url=url, kind=kind, tenant=tenant, timeout_s=timeout_s, api_key=api_key
         )
         self.label_column = label_column
         self._client = client
@@ -118,10 +119,11 @@ class AsyncRubricateReward:
         tenant: str | None = None,
         label_column: str = "label",
         timeout_s: float | None = None,
+        api_key: str | None = None,
         client: AsyncClient | None = None,
     ) -> None:
         self.settings = AdapterSettings.from_env(
-            url=url, kind=kind, tenant=tenant, timeout_s=timeout_s
+            url=url, kind=kind, tenant=tenant, timeout_s=timeout_s, api_key=api_key
         )
         self.label_column = label_column
         self._client = client
