@@ -37,10 +37,13 @@ def _serve(args: argparse.Namespace) -> int:
                         ("miner", 4),
                     )
                 }
-            async with EmbeddedPlatform(data_dir=Path(args.data_dir), host=args.host, ports=ports):
+            async with EmbeddedPlatform(
+                data_dir=Path(args.data_dir), host=args.host, ports=ports
+            ) as platform:
+                grpc_at = platform.urls.get("gateway-grpc", "off")
                 print(
                     f"rubricate: embedded platform on http://{args.host}:{ports['gateway']}"
-                    " (gateway). Ctrl-C to stop.",
+                    f" (gateway; gRPC {grpc_at}). Ctrl-C to stop.",
                     flush=True,
                 )
                 await asyncio.Event().wait()
