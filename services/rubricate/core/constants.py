@@ -67,3 +67,7 @@ RANK_JUDGES: Final = 3
 RANK_MIN_VALID_JUDGES: Final = 2
 # Co-ReAct App. A: G = 8 rubrics sampled per branching point for GRPO.
 LISTWISE_GROUP_SIZE: Final = 8
+
+# Storage bound, not a paper default: a training step must fit the store's signed 64-bit
+# column (found by the schemathesis fuzz run: larger values overflowed the database).
+MAX_STEP: Final = 2**63 - 1

@@ -6,7 +6,8 @@ from fastapi import FastAPI
 from starlette.middleware import Middleware
 
 from rubricate.common.app import create_service_app
-from rubricate.gateway import nugget_routes
+from rubricate.gateway import miner_routes, nugget_routes, reflection_routes, trainer_routes
+from rubricate.gateway.bank_proxy import BankProxy
 from rubricate.gateway.clients import ServiceClient
 from rubricate.gateway.idempotency import (
     IdempotencyMiddleware,
@@ -14,12 +15,8 @@ from rubricate.gateway.idempotency import (
     MemoryIdempotencyStore,
     RedisIdempotencyStore,
 )
-from rubricate.gateway import miner_routes
 from rubricate.gateway.nuggets import NuggetService, NuggetSettings
-from rubricate.gateway import reflection_routes
-from rubricate.gateway.bank_proxy import BankProxy
 from rubricate.gateway.reflections import ReflectionService, ReflectionSettings
-from rubricate.gateway import trainer_routes
 from rubricate.gateway.routes import router
 from rubricate.gateway.rpc_lifespan import start_grpc
 from rubricate.gateway.settings import GatewaySettings
@@ -70,9 +67,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         upstreams = build_upstreams(cfg)
         app.state.stagewise = StagewiseService(upstreams=upstreams, settings=cfg)
         app.state.steps = StepsService(upstreams=upstreams, settings=StepSettings(), gateway=cfg)
-        app.state.nuggets = NuggetService(
-            verifier=upstreams.verifier, settings=NuggetSettings()
-        )
+        app.state.nuggets = NuggetService(verifier=upstreams.verifier, settings=NuggetSettings())
         app.state.reflections = ReflectionService(
             verifier=upstreams.verifier,
             store=upstreams.store,

@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from rubricate.common.auth import internal_headers
 from rubricate.common.logging import forward_headers
 from rubricate.common.metrics import UPSTREAM_ERRORS
-from rubricate.common.auth import internal_headers
 from rubricate.common.schemas import UsageOut
 
 T = TypeVar("T", bound=BaseModel)

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
+from rubricate.core.constants import MAX_STEP
 from rubricate.gateway.bank_proxy import BankProxy
 from rubricate.gateway.clients import UpstreamError
 from rubricate.gateway.reflection_schemas import (
@@ -163,7 +164,7 @@ async def restore(
     summary="A snapshot as JSONL",
 )
 async def export(
-    step: Annotated[int, Path(ge=0)], proxy: ProxyDep, tenant: TenantDep = "default"
+    step: Annotated[int, Path(ge=0, le=MAX_STEP)], proxy: ProxyDep, tenant: TenantDep = "default"
 ) -> StreamingResponse:
     chunks = await _upstream(proxy.export(tenant=tenant, step=step))
     return StreamingResponse(

@@ -11,6 +11,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TenantDep
+from rubricate.core.constants import MAX_STEP
 from rubricate.store.bank import ScoringExistsError
 from rubricate.store.bank_models import SCORING_ID_LEN
 from rubricate.store.bank_schemas import (
@@ -160,7 +161,7 @@ async def restore(
     summary="A snapshot as JSONL (header line, then one line per bank item or buffer)",
 )
 async def export(
-    step: Annotated[int, Path(ge=0)], bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+    step: Annotated[int, Path(ge=0, le=MAX_STEP)], bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> StreamingResponse:
     lines = await _guard(bank.export_lines(tenant, step))
     return StreamingResponse(

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from rubricate.core.bank import DEFAULT_RETRIEVE_K, MAX_RETRIEVE_K, RetrievalMode
+from rubricate.core.constants import MAX_STEP
 from rubricate.core.reflection import CATEGORIES, MAX_TAKEAWAYS, MIN_TAKEAWAYS
 from rubricate.core.rubrics import Judgment, Polarity, Stage
 from rubricate.store.bank_models import SCORING_ID_LEN
@@ -32,7 +33,7 @@ class BankItemIn(BaseModel):
     """The candidate's full text."""
     score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     """Its utility u."""
-    step: int | None = Field(default=None, ge=0)
+    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
     provenance: dict[str, Any] = Field(default_factory=dict)
     """Where it came from (scoring id, rollout id, candidate index, judge model...)."""
 
@@ -94,7 +95,7 @@ class BankStats(BaseModel):
 class SnapshotRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=MAX_STEP)
     replace: bool = False
     """Replace an existing snapshot of the same step (otherwise that is a 409)."""
 
@@ -102,7 +103,7 @@ class SnapshotRequest(BaseModel):
 class RestoreRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=MAX_STEP)
 
 
 class SnapshotInfo(BaseModel):
@@ -139,7 +140,7 @@ class SnapshotHeader(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     format: Literal["rubricate.bank-snapshot.v1"]
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=MAX_STEP)
     created_at: datetime
     bank_items: int = Field(ge=0)
     questions: int = Field(ge=0)
@@ -173,7 +174,7 @@ class ScoringIn(BaseModel):
     scoring_id: ScoringId
     question_id: str = Field(min_length=1, max_length=QUESTION_ID_LEN)
     question: QuestionText
-    step: int | None = Field(default=None, ge=0)
+    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
     rubrics: list[ScoredRubric]
     rollouts: dict[str, ScoredRollout] = Field(min_length=1)
 
