@@ -230,6 +230,22 @@ def test_extraction_keeps_self_contained_statements_of_ten_to_twenty_words() -> 
     assert state.counters.nuggets_rejected == 3
 
 
+def test_an_invalid_extraction_is_flagged_not_fatal() -> None:
+    """The executor passes None for a passage whose judge output stayed invalid."""
+    state = mining.new_state(question=Q, limits=limits(max_depth=0))
+    state, action = mining.next_action(state)
+    state = mining.apply_result(state, action, [hit("p1"), hit("p2")])
+    state, action = mining.next_action(state)
+    state = mining.apply_result(state, action, [True, True])
+    state, action = mining.next_action(state)
+    assert isinstance(action, mining.Extract) and len(action.passages) == 2
+    state = mining.apply_result(state, action, [None, [NUGGET_B]])
+    assert [p.extraction_failed for p in state.passages] == [True, False]
+    assert state.counters.extraction_failures == 1
+    assert mining.progress(state).extraction_failures == 1
+    assert [n.text for n in state.nuggets] == [NUGGET_B]
+
+
 def test_merging_across_passages_and_labels() -> None:
     merged_text = "The json module encodes Python dictionaries as JSON objects with string keys."
     retriever = FakeRetriever({Q: [hit("p1"), hit("p2")]})

@@ -141,6 +141,7 @@ class PassageNode(BaseModel):
     rewrites_proposed: int = 0
     children: list[int] = Field(default_factory=list)
     extracted: bool = False
+    extraction_failed: bool = False
 
 
 class RewriteCandidate(BaseModel):
@@ -162,6 +163,8 @@ class Counters(BaseModel):
     temporal_rejections: int = 0
     duplicate_queries: int = 0
     nuggets_extracted: int = 0
+    extraction_failures: int = 0
+    """Passages whose extraction output stayed invalid after the repair retry (flagged)."""
     nuggets_rejected: int = 0
     """Extracted statements outside the length rule or not self-contained."""
     merged_away: int = 0
@@ -462,10 +465,15 @@ def apply_result(
             raise MiningProtocolError("duplicate_check: result must be a bool")
         _apply_duplicate(s, action, result)
     elif isinstance(action, Extract):
-        lists = _list_of(result, list, "extract")
-        if len(lists) != len(action.passages):
+        if not isinstance(result, list) or not all(
+            item is None or isinstance(item, list) for item in result
+        ):
+            raise MiningProtocolError("extract: result must be a list of nugget lists or None")
+        if len(result) != len(action.passages):
             raise MiningProtocolError("extract: one nugget list per passage is required")
-        _apply_extract(s, action, [[str(x) for x in items] for items in lists])
+        _apply_extract(
+            s, action, [None if items is None else [str(x) for x in items] for items in result]
+        )
     elif isinstance(action, Merge):
         _apply_merge(s, action, _list_of(result, MergeGroup, "merge"))
     else:
@@ -587,7 +595,10 @@ def _apply_duplicate(s: MiningState, action: DuplicateCheck, duplicate: bool) ->
     passage.children.append(node.id)
 
 
-def _apply_extract(s: MiningState, action: Extract, per_passage: list[list[str]]) -> None:
+def _apply_extract(s: MiningState, action: Extract, per_passage: list[list[str] | None]) -> None:
+    """`None` for a passage: the judge's output stayed invalid after its repair. The passage
+    is flagged (`extraction_failed`, counted, listed in the result) instead of failing a job
+    that may have run for hours; infrastructure failures still fail the job."""
     _expect(s, "extract", "extract")
     index = {_norm(n.text): i for i, n in enumerate(s.nuggets)}
     for ref, texts in zip(action.passages, per_passage, strict=True):
@@ -595,6 +606,10 @@ def _apply_extract(s: MiningState, action: Extract, per_passage: list[list[str]]
         if passage.extracted:
             continue
         passage.extracted = True
+        if texts is None:
+            passage.extraction_failed = True
+            s.counters.extraction_failures += 1
+            continue
         for raw in texts[: action.max_nuggets]:
             text = " ".join(raw.split())
             if not acceptable_nugget(text):
@@ -684,6 +699,7 @@ class Progress(BaseModel):
     passages_kept: int
     passages_examined: int
     passages_extracted: int
+    extraction_failures: int
     nuggets_so_far: int
     queued: int
     stop_reason: StopReason | None
@@ -700,6 +716,7 @@ def progress(state: MiningState) -> Progress:
         passages_kept=len(state.passages),
         passages_examined=state.counters.passages_examined,
         passages_extracted=sum(1 for p in state.passages if p.extracted),
+        extraction_failures=state.counters.extraction_failures,
         nuggets_so_far=nuggets,
         queued=len(state.queue),
         stop_reason=state.stop_reason,

@@ -148,14 +148,26 @@ class ActionExecutor:
         )
         return verdict.satisfied
 
-    async def _extract(self, action: mining.Extract, passage: str) -> list[str]:
-        out = await self._call(
-            self._generator,
-            "rubric-generator",
-            "/v1/tasks/nugget-extraction",
-            {"question": action.question, "passage": passage, "max_nuggets": action.max_nuggets},
-            NuggetExtractionResponse,
-        )
+    async def _extract(self, action: mining.Extract, passage: str) -> list[str] | None:
+        """None when the judge's output stayed invalid after its repair (flagged by the core);
+        any other failure raises."""
+        try:
+            out = await self._call(
+                self._generator,
+                "rubric-generator",
+                "/v1/tasks/nugget-extraction",
+                {
+                    "question": action.question,
+                    "passage": passage,
+                    "max_nuggets": action.max_nuggets,
+                },
+                NuggetExtractionResponse,
+            )
+        except JudgeCallError as exc:
+            if exc.type != "judge_output_invalid":
+                raise
+            log.warning("miner.extraction_invalid error=%s", exc)
+            return None
         return list(out.nuggets)
 
     async def _call(

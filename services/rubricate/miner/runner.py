@@ -211,6 +211,7 @@ async def _mine(rt: MinerRuntime, job: JobSnapshot) -> Outcome:
         "stop_reason": state.stop_reason,
         "queries": [q.text for q in state.queries],
         "passages": [p.passage_id for p in state.passages],
+        "extraction_failures": [p.passage_id for p in state.passages if p.extraction_failed],
         "usage": usage.model_dump(mode="json"),
     }
     await asyncio.to_thread(

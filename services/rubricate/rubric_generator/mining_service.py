@@ -90,7 +90,7 @@ class MiningGenerationService:
             task=EXTRACT_TASK,
             schema_name=EXTRACT_TASK,
             llm=self.llm,
-            max_tokens=60 + 60 * request.max_nuggets,
+            max_tokens=80 + 80 * request.max_nuggets,
             temperature=self.tasks.generation_temperature,
             usage=usage,
         )
