@@ -64,6 +64,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     configure_logging(service=args.service)  # JSON lines with request ids, from the first line
     assert_safe_bind(AuthSettings(), host=args.host, service=args.service)
+    if args.service == "gateway":  # gRPC listens where HTTP does unless configured
+        os.environ.setdefault("RUBRICATE_GATEWAY_GRPC_HOST", args.host)
     uvicorn.run(
         factory,
         factory=True,

@@ -2,6 +2,7 @@
 
 from fastapi import FastAPI
 
+from rubricate.common.auth import AuthSettings, is_loopback
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.rpc.server import GrpcServer
 
@@ -11,6 +12,12 @@ async def start_grpc(app: FastAPI, settings: GatewaySettings) -> GrpcServer | No
     app.state.grpc_port = None
     if not settings.grpc_enabled:
         return None
+    if AuthSettings().mode == "open" and not is_loopback(settings.grpc_host):
+        raise SystemExit(
+            f"rubricate gateway: refusing to serve gRPC on {settings.grpc_host} without "
+            "authentication; set RUBRICATE_AUTH_MODE=api_key (with keys and the internal "
+            "token) or RUBRICATE_GATEWAY_GRPC_HOST=127.0.0.1"
+        )
     server = GrpcServer(
         app,
         host=settings.grpc_host,

@@ -32,7 +32,8 @@ class GatewaySettings(BaseSettings):
     """Requests in flight per tenant on one replica; more get 429 with Retry-After."""
     grpc_enabled: bool = True
     """Serve the gRPC API (rubricate.v1) next to HTTP, from the same service objects."""
-    grpc_host: str = "0.0.0.0"
+    grpc_host: str = "127.0.0.1"
+    """`rubricate serve gateway --host H` makes it H; open auth mode allows loopback only."""
     grpc_port: int = Field(default=50051, ge=0, le=65535)
     """gRPC port; 0 picks a free one."""
     reward_kind: Literal["stagewise", "nugget", "step"] = "stagewise"

@@ -277,3 +277,14 @@ async def test_tenant_limit_is_resource_exhausted_and_retried_after_its_delay(
                 patient.score_stagewise(first), patient.score_stagewise(second)
             )
         assert [r.rollouts[0].scores for r in both] == [both[0].rollouts[0].scores] * 2
+
+
+async def test_open_mode_refuses_grpc_off_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi import FastAPI
+
+    from rubricate.gateway.rpc_lifespan import start_grpc
+    from rubricate.gateway.settings import GatewaySettings
+
+    monkeypatch.delenv("RUBRICATE_AUTH_MODE", raising=False)
+    with pytest.raises(SystemExit, match="without authentication"):
+        await start_grpc(FastAPI(), GatewaySettings(grpc_host="0.0.0.0", grpc_port=0))
