@@ -141,3 +141,12 @@ def test_step_rewards_sum_exactly_to_the_outcome(outcome: float, scores: list[fl
     assert split.method == (
         "zero_outcome" if outcome == 0 else "proportional" if total > 0 else "uniform"
     )
+
+
+def test_weights_whose_sum_overflows_are_a_domain_error() -> None:
+    """Found by the schemathesis run: fsum raises OverflowError on huge finite weights."""
+    from rubricate.core.errors import DomainError
+    from rubricate.core.step_rewards import normalize_weights
+
+    with pytest.raises(DomainError, match="too large"):
+        normalize_weights([1e308, 1e308], field="rubric.criteria")

@@ -38,9 +38,12 @@ def normalize_weights(weights: Sequence[float], *, field: str = "weights") -> li
         if not math.isfinite(v) or v <= 0.0:
             raise DomainError("must be a finite number > 0", field=f"{field}[{i}]")
         clean.append(v)
-    total = math.fsum(clean)
+    try:
+        total = math.fsum(clean)
+    except OverflowError:  # fsum raises rather than return inf
+        total = math.inf
     if not math.isfinite(total):
-        raise DomainError("weights are too large", field=field)
+        raise DomainError("weights are too large to add up", field=field)
     return [v / total for v in clean]
 
 
