@@ -21,7 +21,7 @@ from rubricate.rubric_generator.step_schemas import (
 
 log = logging.getLogger("rubricate.rubric_generator.steps")
 
-TASK = "step_rubric"
+TASK = "step_rubric_generation"  # the judge metrics' task label (common.metrics.JUDGE_TASKS)
 
 
 class StepRubricService:

@@ -49,7 +49,7 @@ from rubricate.verifier.nugget_schemas import (
 
 log = logging.getLogger("rubricate.verifier.nuggets")
 
-TASK = "nugget_labels"
+TASK = "nugget_verification"  # the judge metrics' task label (common.metrics.JUDGE_TASKS)
 
 
 class NuggetTaskSettings(BaseSettings):
