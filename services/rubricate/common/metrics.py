@@ -3,7 +3,7 @@
 docs/observability.md lists every metric with its labels and where it is recorded; the
 Grafana dashboards and alert rules under deploy/ may query only what is defined here (checked
 by tests/deploy). Values of the `task` label of JUDGE_LATENCY / LLM_TOKENS / LLM_RETRIES /
-PARSE_FAILURES are the names in JUDGE_TASKS and MINING_TASKS.
+PARSE_FAILURES are the names in JUDGE_TASKS.
 """
 
 import os
@@ -33,15 +33,6 @@ JUDGE_TASKS = (
     "nugget_importance",
 )
 """The `task` label values of the judge metrics, one per judge task family."""
-MINING_TASKS = (
-    "query_rewrites",
-    "nugget_extraction",
-    "nugget_merge",
-    "nugget_importance",
-    "temporal_check",
-    "query_duplicate",
-)
-"""The `task` label values of the nugget-mining model calls (Search-Gen-V pipeline)."""
 
 _LATENCY_BUCKETS = (
     0.001,
