@@ -44,12 +44,12 @@ FORWARDED_METADATA = frozenset(
 """Call metadata passed to the HTTP stack as headers (everything else is dropped)."""
 
 
-class _Failure(Exception):
-    def __init__(self, status: int, body: str, retry_after: str | None) -> None:
-        super().__init__(body)
-        self.status = status
-        self.body = body
-        self.retry_after = retry_after
+def _http_error(response: httpx.Response) -> tuple[int, ErrorBody, str | None]:
+    try:
+        error = ErrorResponse.model_validate_json(response.content).error
+    except ValueError:
+        error = ErrorBody(type="http_error", message=response.text[:500])
+    return response.status_code, error, response.headers.get("retry-after")
 
 
 def _handler(http: httpx.AsyncClient, endpoint: Endpoint[Any, Any]) -> Handler:
@@ -65,24 +65,16 @@ def _handler(http: httpx.AsyncClient, endpoint: Endpoint[Any, Any]) -> Handler:
         request_id = headers.setdefault("x-request-id", uuid.uuid4().hex)[:128]
         code = grpc.StatusCode.OK
         try:
-            path = {p: str(getattr(request, p)) for p in endpoint.path_params}
-            body = message_to_json(request, endpoint.request) if endpoint.has_body else None
-            response = await http.request(
-                endpoint.method, endpoint.url_path(path), json=body, headers=headers
-            )
-            if response.status_code >= 400:
-                raise _Failure(
-                    response.status_code, response.text, response.headers.get("retry-after")
+            try:
+                path = {p: str(getattr(request, p)) for p in endpoint.path_params}
+                body = message_to_json(request, endpoint.request) if endpoint.has_body else None
+                response = await http.request(
+                    endpoint.method, endpoint.url_path(path), json=body, headers=headers
                 )
-            return json_to_message(json.loads(response.content), response_cls)
-        except Exception as exc:
-            if isinstance(exc, _Failure):
-                status, retry_after = exc.status, exc.retry_after
-                try:
-                    error = ErrorResponse.model_validate_json(exc.body).error
-                except ValueError:
-                    error = ErrorBody(type="http_error", message=exc.body[:500])
-            else:
+                if response.status_code < 400:
+                    return json_to_message(json.loads(response.content), response_cls)
+                status, error, retry_after = _http_error(response)
+            except Exception as exc:  # a failure of the gRPC layer itself
                 status, error = 500, internal_error(exc, request_id=request_id)
                 retry_after = None
                 log.warning("grpc.failed method=%s error=%s", endpoint.grpc_path, error.message)
@@ -95,7 +87,7 @@ def _handler(http: httpx.AsyncClient, endpoint: Endpoint[Any, Any]) -> Handler:
                 trailing.append((RETRY_AFTER_METADATA, retry_after))
             context.set_trailing_metadata(tuple(trailing))
             await context.abort(code, error.message)
-            raise  # unreachable: abort raises
+            raise AssertionError("unreachable: abort raises")
         finally:
             GRPC_LATENCY.labels(endpoint.grpc_path or "", code.name).observe(
                 time.perf_counter() - started

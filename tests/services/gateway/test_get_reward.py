@@ -144,3 +144,24 @@ async def test_bad_batches_are_4xx_naming_the_field(running: Running) -> None:
         error = response.json()["error"]
         assert (error["field"], error["type"]) == (field, kind), body
     assert running.backend.calls == []  # nothing reached the judge
+
+
+async def test_a_kind_the_gateway_does_not_serve_is_a_400() -> None:
+    import pytest
+    from fastapi import FastAPI
+
+    from rubricate.common.errors import ServiceError
+    from rubricate.gateway.invoke import RouteInvoker
+    from rubricate.gateway.trainer_rewards import TrainerRewards, stagewise_rewards
+    from rubricate.gateway.trainer_schemas import GetRewardRequest
+
+    only_stagewise = TrainerRewards(
+        invoker=RouteInvoker(FastAPI()),
+        default_kind="stagewise",
+        kinds={"stagewise": stagewise_rewards},
+    )
+    request = GetRewardRequest(query=["x"], labels=[{"kind": "step"}])
+    with pytest.raises(ServiceError) as caught:
+        await only_stagewise.get_reward(request, tenant="t")
+    assert caught.value.status_code == 400 and caught.value.type == "unsupported_reward_kind"
+    assert caught.value.field == "labels[0].kind"
