@@ -4,6 +4,13 @@ format, grouping by question, labels, flagged (not silent) failures and 4xx on b
 import json
 from typing import Any
 
+import pytest
+from fastapi import FastAPI
+
+from rubricate.common.errors import ServiceError
+from rubricate.gateway.invoke import RouteInvoker
+from rubricate.gateway.trainer_rewards import TrainerRewards, stagewise_rewards
+from rubricate.gateway.trainer_schemas import GetRewardRequest
 from tests.services.gateway.conftest import Running, trajectory
 
 PROMPT = "<|user|>Why was the Mars Climate Orbiter lost?<|assistant|>"
@@ -147,14 +154,6 @@ async def test_bad_batches_are_4xx_naming_the_field(running: Running) -> None:
 
 
 async def test_a_kind_the_gateway_does_not_serve_is_a_400() -> None:
-    import pytest
-    from fastapi import FastAPI
-
-    from rubricate.common.errors import ServiceError
-    from rubricate.gateway.invoke import RouteInvoker
-    from rubricate.gateway.trainer_rewards import TrainerRewards, stagewise_rewards
-    from rubricate.gateway.trainer_schemas import GetRewardRequest
-
     only_stagewise = TrainerRewards(
         invoker=RouteInvoker(FastAPI()),
         default_kind="stagewise",
