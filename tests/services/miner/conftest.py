@@ -49,7 +49,11 @@ def fake_judge(delay_s: float = 0.0) -> FakeJudgeBackend:
 
 @asynccontextmanager
 async def embedded(
-    data_dir: Path, database_url: str, tenant: str, backend: FakeJudgeBackend
+    data_dir: Path,
+    database_url: str,
+    tenant: str,
+    backend: FakeJudgeBackend,
+    **miner: Any,
 ) -> AsyncIterator[Platform]:
     platform = EmbeddedPlatform(
         data_dir=data_dir,
@@ -58,7 +62,12 @@ async def embedded(
         backend=backend,
         gateway=GatewaySettings(upstream_retries=0),
         miner=MinerSettings(
-            data_dir=data_dir, database_url=database_url, eager=True, heartbeat_s=0.2, lease_s=5
+            data_dir=data_dir,
+            database_url=database_url,
+            eager=True,
+            heartbeat_s=0.2,
+            lease_s=5,
+            **miner,
         ),
     )
     async with (

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import httpx
 
+from rubricate.common.tenancy import TENANT_HEADER
+from rubricate.llm.base import GenerationParams
+from rubricate.llm.errors import TransportError
 from tests.services.miner.conftest import (
     Platform,
     embedded,
@@ -138,3 +141,69 @@ async def test_cancel_stops_a_running_job_and_keeps_its_tree(
         assert again.json()["state"] == "cancelled"
         missing = await client.get("/v1/nuggets", params={"question": QUESTION})
         assert missing.status_code == 404
+
+
+async def test_a_failed_job_resumes_from_its_tree(
+    tmp_path: Path, pg_url: str, tenant: str, small_corpus: Path
+) -> None:
+    """The rubric-generator is down during the job: the job fails with the error (no
+    nuggets, no verdict); once it is back, resume continues from the stored tree."""
+    backend = fake_judge()
+    handlers = dict(backend.handlers)
+    outage = {"on": True}
+
+    def rewrites(prompt: str, params: GenerationParams) -> str:
+        if outage["on"]:
+            raise TransportError("fake outage of the rubric-generator's model")
+        return handlers["query_rewrites"](prompt, params)
+
+    backend.handlers["query_rewrites"] = rewrites
+    async with embedded(tmp_path, pg_url, tenant, backend, judge_retries=0) as running:
+        client = running.client
+        await ingest(client, "pydocs", small_corpus)
+        response = await client.post(
+            "/v1/nuggets/mine",
+            json={"question": QUESTION, "corpus": "pydocs", "similarity_threshold": 0.6},
+        )
+        job_id = response.json()["id"]
+        failed = await wait_for_job(client, job_id)
+        assert failed["state"] == "failed" and "rubric-generator" in failed["error"]
+        assert failed["result"] is None
+        assert failed["progress"]["passages_kept"] >= 1  # the retrieval before the outage
+        examined = failed["progress"]["passages_examined"]
+        assert (await client.get("/v1/nuggets", params={"question": QUESTION})).status_code == 404
+
+        outage["on"] = False
+        assert (await client.post(f"/v1/jobs/{job_id}/resume")).status_code == 404  # miner only
+        miner = httpx.AsyncClient(
+            base_url=running.platform.urls["miner"], headers={TENANT_HEADER: tenant}
+        )
+        async with miner:
+            resumed = await miner.post(f"/v1/jobs/{job_id}/resume")
+            assert resumed.status_code == 202, resumed.text
+            done = await wait_for_job(client, job_id)
+            assert done["state"] == "succeeded" and done["attempts"] == 2
+            assert done["result"]["nuggets"]
+            assert done["progress"]["passages_examined"] >= examined
+            again = await miner.post(f"/v1/jobs/{job_id}/resume")
+            assert again.status_code == 409
+
+
+async def test_server_side_paths_only_under_the_ingest_roots(
+    tmp_path: Path, pg_url: str, tenant: str, small_corpus: Path
+) -> None:
+    async with embedded(
+        tmp_path, pg_url, tenant, fake_judge(), ingest_roots=[small_corpus]
+    ) as running:
+        client = running.client
+        response = await client.post(
+            "/v1/corpora", json={"name": "pydocs", "path": str(small_corpus / "library")}
+        )
+        assert response.status_code == 202, response.text
+        assert response.json()["params"] == {"path": str(small_corpus / "library")}
+        job = await wait_for_job(client, response.json()["id"])
+        assert job["state"] == "succeeded" and job["progress"]["documents_done"] == 3
+        escape = await client.post(
+            "/v1/corpora", json={"name": "pydocs", "path": str(small_corpus / "..")}
+        )
+        assert escape.status_code == 403
