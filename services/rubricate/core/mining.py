@@ -260,10 +260,9 @@ class Label(BaseModel):
     nuggets: list[str]
 
 
-Action = Annotated[
-    Retrieve | TemporalCheck | Rewrite | DuplicateCheck | Extract | Merge | Label,
-    Field(discriminator="kind"),
-]
+MiningAction = Retrieve | TemporalCheck | Rewrite | DuplicateCheck | Extract | Merge | Label
+Action = Annotated[MiningAction, Field(discriminator="kind")]
+"""An action as data (e.g. to log or store it)."""
 
 
 class RewrittenQuery(BaseModel):
@@ -353,12 +352,7 @@ def _merge_batches(nuggets: Sequence[Nugget], size: int) -> list[list[int]]:
 # --- the step function --------------------------------------------------------------------
 
 
-def next_action(
-    state: MiningState,
-) -> tuple[
-    MiningState,
-    Retrieve | TemporalCheck | Rewrite | DuplicateCheck | Extract | Merge | Label | None,
-]:
+def next_action(state: MiningState) -> tuple[MiningState, MiningAction | None]:
     """The next external step, after any internal transitions (returned in the new state).
 
     None when the job is done; then `state.phase == "done"`.
@@ -449,7 +443,7 @@ def _search_action(s: MiningState) -> Retrieve | TemporalCheck | Rewrite | Dupli
 
 def apply_result(
     state: MiningState,
-    action: Retrieve | TemporalCheck | Rewrite | DuplicateCheck | Extract | Merge | Label,
+    action: MiningAction,
     result: object,
 ) -> MiningState:
     """The state after `action` produced `result` (see each `_apply_*` for the result type)."""

@@ -74,7 +74,7 @@ class ActionExecutor:
         await self._generator.aclose()
         await self._verifier.aclose()
 
-    async def run(self, action: Any) -> object:
+    async def run(self, action: mining.MiningAction) -> object:
         if isinstance(action, mining.Retrieve):
             return await asyncio.to_thread(
                 self.index.search,
