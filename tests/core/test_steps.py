@@ -201,3 +201,14 @@ def test_spans_tile_any_call_tool_text(pieces: list[str]) -> None:
         assert_tiles(seg)
     else:
         assert seg.steps == ()
+
+
+def test_developer_messages_belong_to_the_prompt() -> None:
+    messages = [
+        ChatMessage("developer", "Use tools."),
+        ChatMessage("user", "q"),
+        ChatMessage("assistant", "done"),
+    ]
+    seg = segment_messages(messages)
+    assert seg.prompt_messages == 2 and seg.text == "done\n"
+    assert [s.kind for s in seg.steps] == ["final"] and seg.steps[0].message_span == (2, 3)

@@ -22,8 +22,8 @@ Rules (documented in docs/steps.md):
   as text. An unclosed call or observation runs to the end of the text.
 - Pre-split steps (`segment_steps`) are rendered as ``action\nobservation\n`` one after the
   other; spans index that rendering.
-- A message list is segmented on a rendering (`render_messages`): leading system/user
-  messages are the prompt and are not rendered; spans index the rendering, and each step
+- A message list is segmented on a rendering (`render_messages`): leading system, developer
+  and user messages are the prompt and are not rendered; spans index the rendering, and each step
   also has its ``[first, last + 1)`` message indices.
 """
 
@@ -204,7 +204,7 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class ChatMessage:
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
@@ -240,7 +240,7 @@ def render_messages(messages: Sequence[ChatMessage]) -> str:
 
 def _prompt_length(messages: Sequence[ChatMessage]) -> int:
     n = 0
-    while n < len(messages) and messages[n].role in ("system", "user"):
+    while n < len(messages) and messages[n].role in ("system", "developer", "user"):
         n += 1
     return n
 

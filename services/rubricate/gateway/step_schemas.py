@@ -53,7 +53,7 @@ class MessageIn(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     tool_calls: list[ToolCallIn] = Field(default_factory=list)
     tool_call_id: str | None = None
