@@ -7,7 +7,12 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from rubricate.core.bank import DEFAULT_RETRIEVE_K, MAX_RETRIEVE_K, RetrievalMode
 from rubricate.core.constants import MAX_STEP
-from rubricate.core.reflection import CATEGORIES, MAX_TAKEAWAYS, MIN_TAKEAWAYS
+from rubricate.core.reflection import (
+    CATEGORIES,
+    MAX_REFLECTION_CHARS,
+    MAX_TAKEAWAYS,
+    MIN_TAKEAWAYS,
+)
 from rubricate.core.rubrics import Judgment, Polarity, Stage
 from rubricate.store.bank_models import SCORING_ID_LEN
 from rubricate.store.limits import QUESTION_ID_LEN
@@ -17,7 +22,7 @@ QuestionHash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 ScoringId = Annotated[
     str, StringConstraints(min_length=1, max_length=SCORING_ID_LEN, pattern=r"^[A-Za-z0-9_\-]+$")
 ]
-Line = Annotated[str, StringConstraints(min_length=1, max_length=4000)]
+Line = Annotated[str, StringConstraints(min_length=1, max_length=MAX_REFLECTION_CHARS)]
 
 
 class BankItemIn(BaseModel):

@@ -89,6 +89,14 @@ async def test_cross_returns_similar_questions_never_the_question_itself(
     )
     assert len(everything.items) == len(QUESTIONS) - 1
     assert QUESTIONS[4] not in [i.question for i in everything.items]
+    # the same question written differently is still the same question
+    variant = await bank.retrieve(
+        tenant,
+        RetrieveRequest(
+            question="  WHY was the Mars climate orbiter\nlost in 1999?", mode="cross", k=50
+        ),
+    )
+    assert QUESTIONS[0] not in [i.question for i in variant.items]
 
 
 async def test_retrieval_is_scoped_by_tenant(bank: BankService, tenant: str) -> None:
