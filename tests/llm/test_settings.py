@@ -3,8 +3,10 @@ import os
 import pytest
 from pydantic import ValidationError
 
+from rubricate.llm.circuit import CircuitBreakerBackend
 from rubricate.llm.errors import BackendRequestError
 from rubricate.llm.factory import build_backend
+from rubricate.llm.judge_cache import CachingBackend
 from rubricate.llm.openai_compat import OpenAICompatBackend
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.vllm_backend import vllm_available
@@ -66,8 +68,12 @@ async def test_factory_builds_the_openai_backend() -> None:
     backend = build_backend(
         LLMSettings(backend="openai", base_url="http://127.0.0.1:9/v1/", model="m")
     )
-    assert isinstance(backend, OpenAICompatBackend)
-    assert backend.base_url == "http://127.0.0.1:9/v1" and backend.model == "m"
+    # wrapped: judge cache -> circuit breaker -> the OpenAI-compatible backend
+    assert isinstance(backend, CachingBackend)
+    assert isinstance(backend.inner, CircuitBreakerBackend)
+    raw = backend.inner.inner
+    assert isinstance(raw, OpenAICompatBackend)
+    assert raw.base_url == "http://127.0.0.1:9/v1" and backend.model == "m"
     await backend.aclose()
 
 
