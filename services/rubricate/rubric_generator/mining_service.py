@@ -86,7 +86,7 @@ class MiningGenerationService:
                 max_nuggets=request.max_nuggets,
                 max_chars=PASSAGE_CHARS,
             ),
-            output=mining.ExtractOutput,
+            output=mining.extract_output(request.max_nuggets),
             task=EXTRACT_TASK,
             schema_name=EXTRACT_TASK,
             llm=self.llm,

@@ -7,9 +7,17 @@ time constraint) stand in for the paper's free-text reasoning so small models st
 """
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    create_model,
+    field_validator,
+)
 
 from rubricate.core.mining import (
     MAX_COMBINED_OPERATIONS,
@@ -163,6 +171,20 @@ class ExtractOutput(BaseModel):
     @classmethod
     def _strip(cls, value: list[str]) -> list[str]:
         return [v.strip() for v in value if v.strip()]
+
+
+@lru_cache(maxsize=32)
+def extract_output(max_nuggets: int) -> type[ExtractOutput]:
+    """`ExtractOutput` with at most `max_nuggets` items in its schema, so a constrained
+    decoder stops where the request's limit is instead of looping through one more."""
+    return create_model(
+        f"ExtractOutput{max_nuggets}",
+        __base__=ExtractOutput,
+        nuggets=(
+            list[Annotated[str, StringConstraints(max_length=NUGGET_MAX_CHARS)]],
+            Field(max_length=max_nuggets),
+        ),
+    )
 
 
 EXTRACT_SYSTEM = f"""You extract nuggets: atomic facts from a passage that a good answer to the
