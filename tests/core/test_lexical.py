@@ -7,6 +7,7 @@ from rubricate.core.lexical import (
     overlap_label,
     with_prior,
 )
+from rubricate.core.nuggets import Label
 
 TH = OverlapThresholds(support=0.75, partial=0.4)
 
@@ -37,3 +38,19 @@ def test_the_prior_only_softens_two_step_disagreements() -> None:
     assert with_prior("not_support", 0.5, TH) == "not_support"
     assert with_prior("partial_support", 1.0, TH) == "partial_support"
     assert with_prior("support", 0.9, TH) == "support"
+
+
+@pytest.mark.parametrize(
+    ("model", "score", "soften", "promote", "maximum"),
+    [
+        ("not_support", 1.0, "partial_support", "partial_support", "support"),
+        ("not_support", 0.5, "not_support", "partial_support", "partial_support"),
+        ("partial_support", 1.0, "partial_support", "support", "support"),
+        ("support", 0.0, "partial_support", "support", "support"),
+        ("partial_support", 0.0, "partial_support", "partial_support", "partial_support"),
+    ],
+)
+def test_prior_rules(model: Label, score: float, soften: str, promote: str, maximum: str) -> None:
+    assert with_prior(model, score, TH, rule="soften") == soften
+    assert with_prior(model, score, TH, rule="promote") == promote
+    assert with_prior(model, score, TH, rule="max") == maximum

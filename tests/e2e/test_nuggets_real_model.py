@@ -1,7 +1,8 @@
 """Nugget verification on the real embedded model (Qwen2.5-Coder-1.5B Q4_K_M on CPU): slow.
 
-The text is a real record of the RAG24 dev set (TREC RAG 2024 topic 2024-109837, answer by
-GPT-4o, from NamaWho/pyterrier-nuggetizer, Apache-2.0), shortened to two paragraphs.
+The answer is real text of the RAG24 dev set (TREC RAG 2024 topic 2024-109837, answer by
+GPT-4o, from NamaWho/pyterrier-nuggetizer, Apache-2.0): three of its sentences, split into
+two paragraphs. The first nugget is the topic's own; the second is deliberately false.
 """
 
 from pathlib import Path

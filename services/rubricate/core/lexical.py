@@ -7,9 +7,8 @@ RAG24 dev file, never on evaluation topics.
 """
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from rubricate.core.nuggets import LABEL_VALUES, Label
 
@@ -61,12 +60,25 @@ def overlap_label(score: float, thresholds: OverlapThresholds) -> Label:
     return "not_support"
 
 
-def with_prior(model: Label, score: float, thresholds: OverlapThresholds) -> Label:
-    """The model's label moved one step towards what the overlap says when they disagree
-    by two steps (support vs not_support): a mild correction that keeps the model in charge
-    of every close call."""
+PriorRule = Literal["soften", "promote", "max"]
+PRIOR_RULES: Final[tuple[PriorRule, ...]] = ("soften", "promote", "max")
+
+
+def with_prior(
+    model: Label, score: float, thresholds: OverlapThresholds, *, rule: PriorRule = "soften"
+) -> Label:
+    """The model's label corrected by what the overlap says.
+
+    - `soften`: a two-step disagreement (support vs not_support) becomes partial_support;
+    - `promote`: the overlap can only raise the label, by at most one step;
+    - `max`: the better of the two labels.
+    """
     lexical = overlap_label(score, thresholds)
-    order: Mapping[Label, float] = LABEL_VALUES
-    if abs(order[model] - order[lexical]) >= 1.0:
-        return "partial_support"
-    return model
+    gap = LABEL_VALUES[lexical] - LABEL_VALUES[model]
+    if rule == "soften":
+        return "partial_support" if abs(gap) >= 1.0 else model
+    if rule == "promote":
+        if gap <= 0:
+            return model
+        return "partial_support" if model == "not_support" else "support"
+    return lexical if gap > 0 else model

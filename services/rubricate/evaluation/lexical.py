@@ -7,7 +7,13 @@ slice are out of sample.
 
 from collections.abc import Sequence
 
-from rubricate.core.lexical import OverlapThresholds, overlap, overlap_label, with_prior
+from rubricate.core.lexical import (
+    OverlapThresholds,
+    PriorRule,
+    overlap,
+    overlap_label,
+    with_prior,
+)
 from rubricate.core.nuggets import LABELS, Label
 from rubricate.evaluation import metrics
 from rubricate.evaluation.nuggets import Record
@@ -40,12 +46,21 @@ def lexical_predictions(records: Sequence[Record], th: OverlapThresholds) -> lis
 
 
 def prior_predictions(
-    records: Sequence[Record], predicted: Sequence[Sequence[Label] | None], th: OverlapThresholds
+    records: Sequence[Record],
+    predicted: Sequence[Sequence[Label] | None],
+    th: OverlapThresholds,
+    *,
+    rule: PriorRule = "soften",
 ) -> list[list[Label] | None]:
     out: list[list[Label] | None] = []
     for rec, labels in zip(records, predicted, strict=True):
         if labels is None:
             out.append(None)
         else:
-            out.append([with_prior(p, s, th) for p, s in zip(labels, overlaps(rec), strict=True)])
+            out.append(
+                [
+                    with_prior(p, s, th, rule=rule)
+                    for p, s in zip(labels, overlaps(rec), strict=True)
+                ]
+            )
     return out

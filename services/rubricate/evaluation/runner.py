@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from rubricate.core.lexical import PRIOR_RULES
 from rubricate.evaluation.lexical import calibrate, lexical_predictions, prior_predictions
 from rubricate.evaluation.nuggets import (
     Record,
@@ -121,14 +122,17 @@ def variants(
         replace(run, predicted=p)
         for run, p in zip(runs, lexical_predictions(chosen, th), strict=True)
     ]
-    prior = [
-        replace(run, predicted=p)
-        for run, p in zip(
-            runs, prior_predictions(chosen, [r.predicted for r in runs], th), strict=True
+    named = [("lexical_only", lexical)]
+    for rule in PRIOR_RULES:
+        prior = prior_predictions(chosen, [r.predicted for r in runs], th, rule=rule)
+        named.append(
+            (
+                f"model_with_lexical_prior_{rule}",
+                [replace(run, predicted=p) for run, p in zip(runs, prior, strict=True)],
+            )
         )
-    ]
     out: dict[str, dict[str, Any]] = {}
-    for name, vruns in (("lexical_only", lexical), ("model_with_lexical_prior", prior)):
+    for name, vruns in named:
         s = summarize(vruns, wall_s=0.0, config=RunConfig())
         out[name] = {
             "thresholds": thresholds,

@@ -73,6 +73,8 @@ class JudgeInfo(BaseModel):
     backend: str
     repairs: int
     """Verifier calls whose reply had to be repaired."""
+    lexical_prior: str | None = None
+    """The word-overlap correction applied to the model's labels (`off` when none)."""
 
 
 class NuggetVerifyResponse(BaseModel):

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rubricate.common.errors import ServiceError
 from rubricate.common.schemas import UsageOut
 from rubricate.core.errors import DomainError
+from rubricate.core.lexical import OverlapThresholds, overlap, with_prior
 from rubricate.core.nuggets import (
     LABEL_VALUES,
     MAX_BATCH_SIZE,
@@ -66,6 +68,13 @@ class NuggetSettings(BaseSettings):
     max_batch_items: int = Field(default=256, ge=1)
     batch_concurrency: int = Field(default=8, ge=1)
     """Items of a batch request verified at once."""
+    lexical_prior: Literal["off", "soften", "promote", "max"] = "off"
+    """Long mode: correct each (block, nugget) label of the model with the word overlap
+    (rubricate.core.lexical.with_prior). Measured in docs/judge-quality.md; off by default."""
+    overlap_support: float = Field(default=0.75, ge=0.0, le=1.0)
+    """Overlap at or above which the prior reads `support` (calibrated on the RAG24 dev file)."""
+    overlap_partial: float = Field(default=0.6, ge=0.0, le=1.0)
+    """Overlap at or above which the prior reads `partial_support`."""
 
 
 def validate_request(request: NuggetVerifyRequest, settings: NuggetSettings) -> None:
@@ -119,11 +128,18 @@ class NuggetService:
         else:
             out = await self._labels(request, blocks, batch_size=batch_size, usage=usage)
             labels_by_block = [b.labels for b in out.blocks]
+            if request.mode == "long" and self.settings.lexical_prior != "off":
+                labels_by_block = self._with_prior(request, blocks, labels_by_block)
             if request.label_probabilities:
                 soft = soft_max_pool(
                     [b.probabilities or [None] * n for b in out.blocks], n_nuggets=n
                 )
-            judge = JudgeInfo(model=out.model, backend=out.backend, repairs=out.repairs)
+            judge = JudgeInfo(
+                model=out.model,
+                backend=out.backend,
+                repairs=out.repairs,
+                lexical_prior=None if request.mode == "short" else self.settings.lexical_prior,
+            )
             used_batch_size = out.batch_size
 
         pooled = max_pool(labels_by_block, n_nuggets=n)
@@ -158,6 +174,25 @@ class NuggetService:
             response.reward,
         )
         return response
+
+    def _with_prior(
+        self,
+        request: NuggetVerifyRequest,
+        blocks: Sequence[Block],
+        labels_by_block: Sequence[Sequence[Label]],
+    ) -> list[list[Label]]:
+        rule = self.settings.lexical_prior
+        assert rule != "off"
+        th = OverlapThresholds(
+            support=self.settings.overlap_support, partial=self.settings.overlap_partial
+        )
+        return [
+            [
+                with_prior(label, overlap(nugget.text, block.text), th, rule=rule)
+                for nugget, label in zip(request.nuggets, labels, strict=True)
+            ]
+            for block, labels in zip(blocks, labels_by_block, strict=True)
+        ]
 
     async def verify_batch(self, request: NuggetVerifyBatchRequest) -> NuggetVerifyBatchResponse:
         started = time.perf_counter()

@@ -1,6 +1,7 @@
 """`/v1/nuggets/verify` and `/v1/nuggets/verify-batch` over HTTP through the embedded
 platform, with a fake labeller behind the verifier (FakeNuggetLabeller: word overlap)."""
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,3 +265,34 @@ async def test_verifier_task_route_directly(nuggets: Nuggets) -> None:
     assert r.status_code == 200, r.text
     assert r.json()["blocks"] == [{"labels": ["support", "not_support"], "probabilities": None}]
     assert r.json()["formats"] == ["json"]
+
+
+def _all_not_support(user: str, params: object) -> str:
+    """A fake verifier that never sees support (a pessimistic small model)."""
+    n = user.rsplit("exactly ", 1)[1].split(" ", 1)[0]
+    return json.dumps(["not_support"] * int(n))
+
+
+@pytest.mark.parametrize(
+    ("rule", "labels"),
+    [
+        ("off", ["not_support", "not_support", "not_support", "not_support"]),
+        ("max", ["support", "partial_support", "support", "not_support"]),
+        ("soften", ["partial_support", "not_support", "partial_support", "not_support"]),
+    ],
+)
+async def test_lexical_prior_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, labels: list[str]
+) -> None:
+    monkeypatch.setenv("RUBRICATE_NUGGETS_LEXICAL_PRIOR", rule)
+    monkeypatch.setenv("RUBRICATE_NUGGETS_OVERLAP_SUPPORT", "1.0")
+    monkeypatch.setenv("RUBRICATE_NUGGETS_OVERLAP_PARTIAL", "0.5")
+    backend = FakeJudgeBackend(handlers={"nugget_labels": _all_not_support})
+    platform = EmbeddedPlatform(
+        data_dir=tmp_path, ports=dict.fromkeys(SERVICES, 0), llm=fast_llm(), backend=backend
+    )
+    async with platform, httpx.AsyncClient(base_url=platform.urls["gateway"]) as client:
+        r = await client.post("/v1/nuggets/verify", json=body())
+    assert r.status_code == 200, r.text
+    assert [n["label"] for n in r.json()["nuggets"]] == labels
+    assert r.json()["judge"]["lexical_prior"] == rule
