@@ -12,7 +12,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -303,6 +303,3 @@ async def _ingest(rt: MinerRuntime, job: JobSnapshot) -> Outcome:
 
 def run_job_sync(rt: MinerRuntime, job_id: str) -> Outcome:
     return asyncio.run(run_job(rt, job_id))
-
-
-RuntimeFactory = Callable[[], MinerRuntime]
