@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
+from prometheus_client import Counter
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -63,6 +64,17 @@ from rubricate.store.bank_schemas import (
 from rubricate.verifier.reflection_schemas import ReflectionScoresRequest, ReflectionScoresResponse
 
 log = logging.getLogger("rubricate.gateway")
+
+REFLECTION_CANDIDATES = Counter(
+    "rubricate_reflection_candidates_total",
+    "Reflection candidates by outcome (scored | invalid_format | judge_failed).",
+    ["status"],
+)
+BANK_WRITES = Counter(
+    "rubricate_bank_writes_total",
+    "Best reflections offered to the bank, by result (written | kept | skipped | failed).",
+    ["result"],
+)
 
 JUDGE_PATH = "/v1/tasks/reflection-scores"
 
@@ -125,6 +137,8 @@ class ReflectionService:
             outcome, result = _candidate(i, check, j)
             outcomes.append(outcome)
             results.append(result)
+        for outcome in outcomes:
+            REFLECTION_CANDIDATES.labels(outcome.status).inc()
         n_valid = sum(1 for c in checks if c.valid)
         n_failed = sum(1 for o in outcomes if o.status == "judge_failed")
         if n_valid and n_failed == n_valid:
@@ -266,6 +280,7 @@ class ReflectionService:
         if not request.write_to_bank:
             return BankWrite(written=False, reason="write_to_bank is false", question_hash=qhash)
         if not decision.write or decision.index is None:
+            BANK_WRITES.labels("skipped").inc()
             return BankWrite(written=False, reason=decision.reason, question_hash=qhash)
         best = decision.index
         parsed = checks[best].parsed
@@ -298,10 +313,12 @@ class ReflectionService:
                 clock=clock,
             )
         except UpstreamError as exc:
+            BANK_WRITES.labels("failed").inc()
             log.warning("reflection.bank_write_failed question_hash=%s error=%s", qhash[:12], exc)
             return BankWrite(
                 written=False, reason=f"bank write failed: {exc.message}", question_hash=qhash
             )
+        BANK_WRITES.labels("written" if offered.written else "kept").inc()
         results[best].written = offered.written
         return BankWrite(
             written=offered.written,

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 
+from prometheus_client import Histogram
 from sqlalchemy import Engine
 
 from rubricate.common.embeddings import Embedder, EmbeddingSettings, shared_embedder
@@ -34,6 +35,13 @@ from rubricate.store.cache import Cache
 from rubricate.store.service import cache_key
 
 log = logging.getLogger("rubricate.store.bank")
+
+BANK_RETRIEVE_LATENCY = Histogram(
+    "rubricate_bank_retrieve_seconds",
+    "Bank retrieval latency in the store by mode (within | cross).",
+    ["mode"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
 
 
 class IndexUnavailableError(RuntimeError):
@@ -175,6 +183,10 @@ class BankService:
     async def retrieve(self, tenant: str, request: RetrieveRequest) -> RetrieveResponse:
         """Within: the item of the same normalized question (exact hash). Cross: the top-k
         items of other questions by embedding inner product (App. D.5)."""
+        with BANK_RETRIEVE_LATENCY.labels(request.mode).time():
+            return await self._retrieve(tenant, request)
+
+    async def _retrieve(self, tenant: str, request: RetrieveRequest) -> RetrieveResponse:
         qhash = question_hash(request.question)
         if request.mode == "within":
             item = await asyncio.to_thread(self.store.get, tenant, qhash)

@@ -3,6 +3,7 @@ for real (store on PostgreSQL + Redis, Qdrant local mode, the real MiniLM embedd
 FakeJudgeBackend as the model. The fake's reflection verdicts come from markers in the
 candidate text (`[[u=7]]`: every dimension 7/10; `[[judge-fail]]`: the judge call fails)."""
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -381,3 +382,33 @@ async def test_snapshot_restore_export_import_through_the_gateway(stack: Stack) 
     assert missing.status_code == 404
     broken = await stack.client.post("/v1/bank/snapshots/import", content=b"{}\n", headers=copy)
     assert broken.status_code == 422
+
+
+async def test_concurrent_reflections_for_one_question_keep_the_newest_step(
+    stack: Stack,
+) -> None:
+    judgments = {"judgments": [{"rubric_id": "r1", "stage": "answer", "score": 1}]}
+
+    async def score(step: int) -> httpx.Response:
+        return await stack.client.post(
+            "/v1/reflections/score",
+            json={
+                "question": QUESTION,
+                "trajectory": trajectory(""),
+                "judgments": judgments,
+                "candidates": [reflection("[[u=5]]", topic=f"step{step}")],
+                "step": step,
+            },
+            headers=stack.headers,
+        )
+
+    responses = await asyncio.gather(*(score(step) for step in (3, 6, 1, 5, 2, 4)))
+    assert [r.status_code for r in responses] == [200] * 6
+    got = await stack.client.get(f"/v1/bank/items/{question_hash(QUESTION)}", headers=stack.headers)
+    item = got.json()
+    assert item["step"] == 6 and item["takeaways"][0] == "Lesson 1 on step6."
+    written = sum(r.json()["bank"]["written"] for r in responses)
+    assert item["version"] == written  # every write that happened, none lost
+    metrics = (await stack.client.get("/metrics")).text
+    assert 'rubricate_reflection_candidates_total{status="scored"}' in metrics
+    assert 'rubricate_bank_writes_total{result="written"}' in metrics
