@@ -19,14 +19,14 @@ SCHEMA_NAME = "nugget_labels"
 
 _RULES_LONG = """You check which facts ("nuggets") a passage states. The passage is one part of an
 answer to a search question. Give each numbered nugget exactly one label:
-- not_support: the passage does not state the nugget, only touches its topic, or
-  contradicts it;
-- support: the passage states every essential part of the nugget (who or what, the action,
-  numbers, dates, conditions, qualifiers such as "some" or "always"); a clear paraphrase
-  counts;
-- partial_support: the passage states some essential part of the nugget but another part
-  is missing, hedged, or needs more than a small safe inference.
-Decide in that order: contradiction or absence first, then full support, then partial."""
+- support: the passage states the nugget's fact. Other wording, synonyms, a paraphrase, or
+  more or less detail all count as stating it;
+- partial_support: the passage states only part of the nugget (one of its facts, or the
+  fact with a different or missing number, date, or qualifier);
+- not_support: the passage does not state the nugget at all, only mentions its topic, or
+  contradicts it.
+Ask first whether the fact is stated in any words (support), then whether part of it is
+(partial_support); otherwise not_support."""
 
 _RULES_SHORT = """You check whether a predicted answer gives a ground-truth answer to a question.
 Give each numbered ground-truth answer exactly one label:
