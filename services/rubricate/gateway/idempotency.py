@@ -129,12 +129,11 @@ class RedisIdempotencyStore(IdempotencyStore):
         ok = await self._redis.set(k, f"{_PENDING}:{fingerprint}", nx=True, ex=ttl_s)
         if ok:
             return None
-        existing: str | None = await self._redis.get(k)
+        existing = _text(await self._redis.get(k))
         return existing if existing is not None else await self.claim(key, fingerprint, ttl_s=ttl_s)
 
     async def get(self, key: str) -> str | None:
-        value: str | None = await self._redis.get(self._prefix + key)
-        return value
+        return _text(await self._redis.get(self._prefix + key))
 
     async def put(self, key: str, value: Stored, *, ttl_s: int) -> None:
         await self._redis.set(self._prefix + key, value.dumps(), ex=ttl_s)
@@ -167,6 +166,10 @@ class _Guarded:
             return await self.store.get(key)
         except Exception as exc:
             raise StoreUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _keep(status: int) -> bool:

@@ -63,14 +63,17 @@ class RedisCompletionCache(CompletionCache):
         self.prefix = prefix
 
     async def get(self, key: str) -> str | None:
-        value: str | None = await self._redis.get(self.prefix + key)
-        return value
+        return _text(await self._redis.get(self.prefix + key))
 
     async def put(self, key: str, value: str) -> None:
         await self._redis.set(self.prefix + key, value, ex=self.ttl_s)
 
     async def aclose(self) -> None:
         await self._redis.aclose()
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def cache_key(backend: LLMBackend, messages: Sequence[Message], params: GenerationParams) -> str:
