@@ -6,6 +6,7 @@ from rubricate.core.errors import DomainError
 from rubricate.core.nuggets import (
     IMPORTANCE_WEIGHTS,
     LABEL_VALUES,
+    Label,
     Pooled,
     exact_match,
     expected_value,
@@ -101,8 +102,8 @@ def test_reward_formula_by_hand() -> None:
 
 
 def test_soft_pool_takes_the_block_with_the_highest_expected_value() -> None:
-    a = {"support": 0.2, "partial_support": 0.2, "not_support": 0.6}  # E = 0.3
-    b = {"support": 0.5, "partial_support": 0.0, "not_support": 0.5}  # E = 0.5
+    a: dict[Label, float] = {"support": 0.2, "partial_support": 0.2, "not_support": 0.6}
+    b: dict[Label, float] = {"support": 0.5, "partial_support": 0.0, "not_support": 0.5}
     assert expected_value(a) == pytest.approx(0.3)
     (pooled,) = soft_max_pool([[a], [b]], n_nuggets=1)
     assert pooled is not None
