@@ -3,7 +3,9 @@
 Calls are issued block-major (all batches of block 1, then block 2, ...) so a backend that
 serves one call at a time (llama.cpp) sees consecutive prompts with the same block prefix
 and reuses its KV cache; a concurrent backend (vLLM) gets them all at once, up to
-`concurrency`. A reply with the wrong number of labels, or none, gets one repair call that
+`concurrency`. On the embedded backend whole requests also run one at a time, so the calls
+of concurrent requests (a trainer's batch) do not interleave and evict each other's block
+prefix. A reply with the wrong number of labels, or none, gets one repair call that
 quotes the problem; if that fails too the whole request fails with `OutputParseError`
 (HTTP 502 `judge_output_invalid`) carrying the usage spent, never a label made up.
 """
@@ -96,6 +98,7 @@ class NuggetLabelService:
         self.backend = backend
         self.llm = llm
         self.settings = settings or NuggetTaskSettings()
+        self._one_request_at_a_time = asyncio.Lock() if backend.name == "embedded" else None
 
     @classmethod
     def factory(
@@ -109,6 +112,12 @@ class NuggetLabelService:
         return EMBEDDED_BATCH_SIZE if self.backend.name == "embedded" else DEFAULT_BATCH_SIZE
 
     async def label(self, request: NuggetLabelsRequest) -> NuggetLabelsResponse:
+        if self._one_request_at_a_time is None:
+            return await self._label(request)
+        async with self._one_request_at_a_time:
+            return await self._label(request)
+
+    async def _label(self, request: NuggetLabelsRequest) -> NuggetLabelsResponse:
         nuggets = request.nuggets
         size = request.batch_size or self.default_batch_size()
         batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]

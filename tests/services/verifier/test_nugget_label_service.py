@@ -1,6 +1,7 @@
 """NuggetLabelService against fake backends (named as fakes): batching, call order,
 repair of a wrong label count, the flagged failure, label probabilities."""
 
+import asyncio
 import math
 from collections.abc import Sequence
 
@@ -191,3 +192,20 @@ async def test_configured_batch_size_wins() -> None:
     backend.name = "embedded"
     out = await svc.label(NuggetLabelsRequest(question="q?", blocks=BLOCKS, nuggets=NUGGETS))
     assert (out.batch_size, out.usage.calls) == (3, 4)
+
+
+@pytest.mark.parametrize(("backend_name", "interleaved"), [("embedded", False), ("fake", True)])
+async def test_concurrent_requests_do_not_interleave_on_the_embedded_backend(
+    backend_name: str, interleaved: bool
+) -> None:
+    labeller = FakeNuggetLabeller()
+    backend = FakeJudgeBackend(handlers={"nugget_labels": labeller}, delay_s=0.01)
+    backend.name = backend_name  # the fake stands in for that backend kind
+    # fewer calls in flight than a request has: its later calls queue behind other requests'
+    svc = NuggetLabelService(backend=backend, llm=FAST, settings=NuggetTaskSettings(concurrency=2))
+    one = NuggetLabelsRequest(question="q", blocks=BLOCKS[:1], nuggets=NUGGETS, batch_size=1)
+    two = NuggetLabelsRequest(question="q", blocks=BLOCKS[1:], nuggets=NUGGETS, batch_size=1)
+    await asyncio.gather(svc.label(one), svc.label(two))
+    blocks = [parse_prompt(p)[0] for p in labeller.prompts]
+    contiguous = blocks == [BLOCKS[0]] * 4 + [BLOCKS[1]] * 4
+    assert contiguous is not interleaved
