@@ -85,7 +85,12 @@ async def test_long_mode_reward_max_pools_over_paragraphs(nuggets: Nuggets) -> N
         assert ANSWER[block["start"] : block["end"]].strip()
     assert out["batch_size"] == 10
     assert out["usage"]["calls"] == 3 == nugget_calls(nuggets.backend)  # 3 blocks x 1 batch
-    assert out["judge"] == {"model": "fake-judge", "backend": "fake", "repairs": 0}
+    assert out["judge"] == {
+        "model": "fake-judge",
+        "backend": "fake",
+        "repairs": 0,
+        "lexical_prior": "off",
+    }
     assert out["soft_reward"] is None
 
 
