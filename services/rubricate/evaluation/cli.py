@@ -17,7 +17,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     nuggets.add_argument("--data", type=Path, required=True, help="labelled JSONL file")
     nuggets.add_argument("--limit", type=int, default=None, help="at most this many pairs")
     nuggets.add_argument("--per-topic", type=int, default=None, help="nuggets per topic")
-    nuggets.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
+    nuggets.add_argument("--seed", type=int, default=0, help="seed of the topic and nugget sample")
     nuggets.add_argument(
         "--concurrency", type=int, default=1, help="records verified at once (default 1)"
     )
