@@ -81,18 +81,31 @@ async def run_job(rt: MinerRuntime, job_id: str) -> Outcome:
     return await _supervised(rt, job, work)
 
 
+_STOP_POLL_S = 0.1
+
+
 async def _supervised(rt: MinerRuntime, job: JobSnapshot, work: Awaitable[Outcome]) -> Outcome:
-    """Run `work` while a heartbeat keeps the lease; a cancel request interrupts the step in
-    flight (a judge call can take minutes on a CPU model)."""
+    """Run `work` while a heartbeat keeps the lease. A cancel request, a lost lease or the
+    process shutting down interrupts the step in flight (a judge call can take minutes on a
+    CPU model); on shutdown the job goes back to the queue with its tree."""
     task: asyncio.Task[Outcome] = asyncio.ensure_future(work)
-    interrupt: list[StepOutcome] = []
+    interrupt: list[Exception] = []
 
     async def beat() -> None:
+        loop = asyncio.get_running_loop()
+        next_beat = loop.time() + rt.settings.heartbeat_s
         while not task.done():
-            await asyncio.sleep(rt.settings.heartbeat_s)
-            outcome = await asyncio.to_thread(rt.repo.heartbeat, job.id, worker=rt.worker_id)
-            if outcome != "ok" and not task.done():
-                interrupt.append(outcome)
+            await asyncio.sleep(_STOP_POLL_S)
+            if rt.stopping.is_set():
+                interrupt.append(_Stopped())
+            elif loop.time() >= next_beat:
+                next_beat = loop.time() + rt.settings.heartbeat_s
+                outcome = await asyncio.to_thread(rt.repo.heartbeat, job.id, worker=rt.worker_id)
+                if outcome == "cancel":
+                    interrupt.append(_Cancelled())
+                elif outcome == "lost":
+                    interrupt.append(_Lost())
+            if interrupt and not task.done():
                 task.cancel()
                 return
 
@@ -102,11 +115,11 @@ async def _supervised(rt: MinerRuntime, job: JobSnapshot, work: Awaitable[Outcom
     except asyncio.CancelledError:
         if not interrupt:
             raise
-        return await _finish_interrupted(
-            rt, job, _Cancelled() if interrupt[0] == "cancel" else _Lost()
-        )
-    except Exception as exc:  # infrastructure (database, index, embedder): the job fails
-        log.exception("miner.job_error job=%s", job.id)
+        return await _finish_interrupted(rt, job, interrupt[0])
+    except Exception as exc:
+        if rt.stopping.is_set():  # e.g. a model server that shut down first
+            return await _finish_interrupted(rt, job, _Stopped())
+        log.exception("miner.job_error job=%s", job.id)  # database, index, embedder
         await asyncio.to_thread(
             rt.repo.finish,
             job.id,
@@ -189,6 +202,8 @@ async def _mine(rt: MinerRuntime, job: JobSnapshot) -> Outcome:
     except (_Cancelled, _Lost, _Stopped) as exc:
         return await _finish_interrupted(rt, job, exc)
     except (JudgeCallError, mining.MiningProtocolError) as exc:
+        if rt.stopping.is_set():  # a model server shut down before this job could stop
+            return await _finish_interrupted(rt, job, _Stopped())
         usage = UsageOut.of(executor.usage)
         await asyncio.to_thread(
             rt.repo.finish,

@@ -9,6 +9,8 @@ import httpx
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.llm.base import GenerationParams
 from rubricate.llm.errors import TransportError
+from rubricate.miner.repository import MinerRepository
+from rubricate.store.db import make_engine
 from tests.services.miner.conftest import (
     Platform,
     embedded,
@@ -207,3 +209,33 @@ async def test_server_side_paths_only_under_the_ingest_roots(
             "/v1/corpora", json={"name": "pydocs", "path": str(small_corpus / "..")}
         )
         assert escape.status_code == 403
+
+
+async def test_embedded_shutdown_requeues_a_running_job_and_the_next_start_resumes_it(
+    tmp_path: Path, pg_url: str, tenant: str, small_corpus: Path
+) -> None:
+    async with embedded(tmp_path, pg_url, tenant, fake_judge(delay_s=0.2)) as running:
+        client = running.client
+        await ingest(client, "pydocs", small_corpus)
+        response = await client.post(
+            "/v1/nuggets/mine",
+            json={"question": QUESTION, "corpus": "pydocs", "similarity_threshold": 0.6},
+        )
+        job_id = response.json()["id"]
+        progress: dict[str, int] = {"nodes_expanded": 0}
+        while progress["nodes_expanded"] < 1:
+            progress = (await client.get(f"/v1/jobs/{job_id}")).json()["progress"]
+    # the platform stopped: the job went back to the queue with its tree
+    engine = make_engine(pg_url, pooled=False)
+    try:
+        paused = MinerRepository(engine).get_job(job_id)
+    finally:
+        engine.dispose()
+    assert paused is not None and paused.tree is not None
+    assert (paused.state, paused.worker, paused.attempts) == ("queued", None, 1)
+    assert paused.steps >= 3
+    async with embedded(tmp_path, pg_url, tenant, fake_judge()) as restarted:
+        done = await wait_for_job(restarted.client, job_id)
+        assert done["state"] == "succeeded" and done["attempts"] == 2
+        assert done["steps"] > paused.steps
+        assert done["result"]["nuggets"]
