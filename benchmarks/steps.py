@@ -70,7 +70,7 @@ def _fake_backend() -> LLMBackend:
     def verdicts(user: str, params: GenerationParams) -> str:
         found = re.search(r"exactly (\d+) items", user)
         n = int(found.group(1)) if found else 1
-        items = [{"index": i, "reason": "fake", "satisfied": i % 2 == 1} for i in range(1, n + 1)]
+        items = [{"index": i, "meets": i % 2 == 1} for i in range(1, n + 1)]
         return json.dumps({"verdicts": items})
 
     return FakeJudgeBackend(handlers={"step_verdicts": verdicts})

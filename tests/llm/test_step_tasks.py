@@ -40,7 +40,7 @@ def test_step_rubric_draft_checks() -> None:
         step_rubric.check_draft(twice, k=2)
 
 
-def test_verify_prompt_puts_the_action_last() -> None:
+def test_verify_prompt_puts_the_action_before_the_criteria() -> None:
     messages = step_verify.build_messages(
         question="Q",
         history="h",
@@ -50,16 +50,16 @@ def test_verify_prompt_puts_the_action_last() -> None:
         max_action_chars=1000,
     )
     user = messages[-1].content
-    assert user.index("1. Targets the report") < user.index("Proposed action:")
-    assert user.index("Proposed action:") < user.index("mars climate orbiter report")
-    assert "exactly 2 items" in user
+    assert user.index("Q") < user.index("Proposed action:")
+    assert user.index("mars climate orbiter report") < user.index("1. Targets the report")
+    assert "exactly 2 items" in user and '"meets": true|false' in user
 
 
 def test_verdict_sheet_checks() -> None:
     schema = step_verify.sheet_schema(json_schema_for(step_verify.VerdictSheet), n_criteria=2)
     assert schema["properties"]["verdicts"]["items"]["properties"]["index"]["enum"] == [1, 2]
     sheet = step_verify.VerdictSheet.model_validate(
-        {"verdicts": [{"index": 2, "satisfied": False}, {"index": 1, "satisfied": True}]}
+        {"verdicts": [{"index": 2, "meets": False}, {"index": 1, "meets": True}]}
     )
     step_verify.check_sheet(sheet, n_criteria=2)
     assert [v.index for v in step_verify.ordered(sheet)] == [1, 2]

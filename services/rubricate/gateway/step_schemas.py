@@ -197,7 +197,6 @@ class VerdictOut(BaseModel):
     criterion: str
     weight: float
     satisfied: bool
-    reason: str
 
 
 class VerifyResponse(BaseModel):
@@ -209,7 +208,7 @@ class VerifyResponse(BaseModel):
     passed: bool = Field(serialization_alias="pass")
     threshold: float
     feedback: str | None
-    """The failed criteria with the verifier's reasons, ready to pin in the agent's context
+    """The failed criteria, ready to pin in the agent's context
     for its single retry; null when every criterion is satisfied."""
     retry: bool
     """True when the step failed and its one retry (Co-ReAct App. A) is still unused."""

@@ -206,7 +206,7 @@ class StepsService:
                 type="upstream_invalid_response",
                 message=f"{len(out.verdicts)} verdicts for {len(criteria)} criteria",
             )
-        return [Verdict(satisfied=v.satisfied, reason=v.reason) for v in out.verdicts]
+        return [Verdict(satisfied=v.satisfied) for v in out.verdicts]
 
     async def rubric(self, request: StepRubricRequest) -> StepRubricResponse:
         usage = Usage()
@@ -374,9 +374,7 @@ def _rubric_out(criteria: Sequence[Criterion]) -> StepRubricOut:
 
 def _verdicts_out(criteria: Sequence[Criterion], verdicts: Sequence[Verdict]) -> list[VerdictOut]:
     return [
-        VerdictOut(
-            index=n, criterion=c.text, weight=c.weight, satisfied=v.satisfied, reason=v.reason
-        )
+        VerdictOut(index=n, criterion=c.text, weight=c.weight, satisfied=v.satisfied)
         for n, (c, v) in enumerate(zip(criteria, verdicts, strict=True), start=1)
     ]
 

@@ -19,7 +19,6 @@ class StepVerdictsRequest(BaseModel):
 
 class VerdictOut(BaseModel):
     satisfied: bool
-    reason: str
 
 
 class StepVerdictsResponse(TaskResponse):

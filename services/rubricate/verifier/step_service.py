@@ -77,9 +77,9 @@ class StepJudgeService:
             validate=lambda s: step_verify.check_sheet(s, n_criteria=n),
         )
         items = step_verify.ordered(sheet)
-        log.info("step.verified criteria=%d satisfied=%d", n, sum(i.satisfied for i in items))
+        log.info("step.verified criteria=%d satisfied=%d", n, sum(i.meets for i in items))
         return StepVerdictsResponse(
-            verdicts=[VerdictOut(satisfied=i.satisfied, reason=i.reason) for i in items],
+            verdicts=[VerdictOut(satisfied=i.meets) for i in items],
             usage=UsageOut.of(usage),
             model=self.backend.model,
             backend=self.backend.name,

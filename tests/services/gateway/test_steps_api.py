@@ -48,15 +48,15 @@ def fake_step_rubric(user: str, params: GenerationParams) -> str:
 
 
 def fake_step_verdicts(user: str, params: GenerationParams) -> str:
-    if "[[fail]]" in user.partition("\nCriteria:")[2]:  # in the criteria or the action
+    checked = user.partition("Proposed action:")[2]  # the action, then the criteria
+    if "[[fail]]" in checked:
         raise TransportError("fake judge: verification configured to fail")
-    action = user.partition("Proposed action:")[2]
+    action = checked.partition("\nCriteria:")[0]
     n = _count(user)
     verdicts = [
         {
             "index": i,
-            "reason": f"fake verdict {i}",
-            "satisfied": f"[[c{i}]]" in action or "[[all]]" in action,
+            "meets": f"[[c{i}]]" in action or "[[all]]" in action,
         }
         for i in range(1, n + 1)
     ]
@@ -189,6 +189,7 @@ async def test_verify_pass_threshold_and_feedback(steps: Running) -> None:
     assert out["retry"] is False
     assert [v["satisfied"] for v in out["verdicts"]] == [True, False, False]
     assert "Names NASA" in out["feedback"] and "Uses a date" in out["feedback"]
+    assert "criterion 2: Names NASA" in out["feedback"]
     assert "Targets the report" not in out["feedback"]
     r = await steps.client.post("/v1/steps/verify", json={**base, "action": "search [[c2]]"})
     assert r.json()["score"] == 0.25 and r.json()["pass"] is False and r.json()["retry"] is True
