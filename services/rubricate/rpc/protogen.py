@@ -1,6 +1,8 @@
 """Draft proto messages from the gateway's Pydantic models (a development aid).
 
-    python -m rubricate.rpc.protogen --prefix Nugget rubricate.gateway.nugget_schemas:NuggetVerifyRequest ...
+    python -m rubricate.rpc.protogen --prefix Nugget \\
+        rubricate.gateway.nugget_schemas:NuggetVerifyRequest \\
+        --response rubricate.gateway.nugget_schemas:NuggetVerifyResponse
 
 prints message definitions that follow the shape rules of `rubricate.rpc.convert`. The output
 is a draft to review and paste into `proto/rubricate/v1/*.proto` (field numbers are frozen
@@ -86,10 +88,11 @@ class Generator:
                 if args == (int, int):
                     return "", "Span"
                 name = self._name(context)
-                self.messages[name] = [
-                    f"  {self.item_type(a, context=f'{context}V{i}', request=request)} v{i} = {i + 1};"
+                items = [
+                    self.item_type(a, context=f"{context}V{i}", request=request)
                     for i, a in enumerate(args)
                 ]
+                self.messages[name] = [f"  {t} v{i} = {i + 1};" for i, t in enumerate(items)]
                 return "", name
             item = args[0] if args else Any
             return "repeated ", self.item_type(item, context=f"{context}Item", request=request)
