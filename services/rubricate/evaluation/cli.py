@@ -45,6 +45,49 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     nuggets.add_argument("--json", type=Path, default=None, dest="json_path", help="write here")
     nuggets.set_defaults(func=_eval_nuggets)
 
+    from rubricate.evaluation.degrade import KINDS
+
+    stagewise = sub.add_parser(
+        "stagewise",
+        help="sensitivity of the stagewise judge to damaged trajectories",
+        description="Derive worse versions of each trajectory (a vital fact removed, a wrong "
+        "fact inserted, citations stripped, the answer truncated, a stage deleted), score the "
+        "original and its versions as one group through /v1/stagewise/score and report how "
+        "often the original ranks higher, per stage R and in total, per kind of damage.",
+    )
+    stagewise.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="stagewise cases JSONL (default: the shipped rubricate/examples/stagewise_eval.jsonl)",
+    )
+    stagewise.add_argument("--limit", type=int, default=None, help="at most this many cases")
+    stagewise.add_argument("--seed", type=int, default=0, help="seed of the sample and damage")
+    stagewise.add_argument(
+        "--concurrency", type=int, default=1, help="groups scored at once (default 1)"
+    )
+    stagewise.add_argument(
+        "--kinds", nargs="+", choices=KINDS, default=None, help="kinds of damage (default all)"
+    )
+    stagewise.add_argument(
+        "--nugget-rubrics",
+        action="store_true",
+        help="send each vital nugget as a persistent answer rubric",
+    )
+    stagewise.add_argument(
+        "--backend",
+        choices=("embedded", "openai", "vllm"),
+        default=None,
+        help="LLM backend of the embedded platform (default: RUBRICATE_LLM_BACKEND)",
+    )
+    stagewise.add_argument(
+        "--gateway", default=None, help="URL of a running gateway instead of an embedded one"
+    )
+    stagewise.add_argument(
+        "--json", type=Path, default=None, dest="json_path", help="write the report here"
+    )
+    stagewise.set_defaults(func=_eval_stagewise)
+
 
 def _eval_nuggets(args: argparse.Namespace) -> int:
     import asyncio
@@ -52,3 +95,11 @@ def _eval_nuggets(args: argparse.Namespace) -> int:
     from rubricate.evaluation.runner import eval_nuggets
 
     return asyncio.run(eval_nuggets(args))
+
+
+def _eval_stagewise(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rubricate.evaluation.stagewise import eval_stagewise
+
+    return asyncio.run(eval_stagewise(args))
