@@ -134,3 +134,26 @@ def test_retry_after_accepts_seconds_and_http_dates() -> None:
         parse_retry_after(format_datetime(now + timedelta(seconds=30), usegmt=True), now=now) == 30
     )
     assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+def test_a_post_keeps_one_idempotency_key_across_its_retries() -> None:
+    script = [
+        Reply(503, error_body("upstream_unavailable", "down"), {"Retry-After": "0"}),
+        Reply(200, ADVANTAGES_OK),
+        Reply(200, ADVANTAGES_OK),
+        Reply(200, {"question_id": "q1"}),
+    ]
+    with ScriptedServer(script).running() as server, Client(server.url, retry=FAST) as client:
+        client.stagewise_advantages(BODY)
+        client.stagewise_advantages(BODY)
+        client.get_buffer("q1")
+    keys = [r.headers.get("idempotency-key") for r in server.received]
+    assert keys[0] is not None and keys[0] == keys[1]  # the retry replays, never re-runs
+    assert keys[2] is not None and keys[2] != keys[0]  # a new call, a new key
+    assert keys[3] is None  # GET needs none
+    with (
+        ScriptedServer([Reply(200, ADVANTAGES_OK)]).running() as server,
+        Client(server.url, idempotency_keys=False) as plain,
+    ):
+        plain.stagewise_advantages(BODY)
+    assert "idempotency-key" not in server.received[0].headers

@@ -2,6 +2,7 @@
 (HTTP and gRPC alike). A transport implements `call` and `call_many`."""
 
 import abc
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -88,6 +89,17 @@ def payload(model: BaseModel) -> dict[str, Any]:
     """The JSON body: the fields the caller set, by their wire names."""
     data: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
     return data
+
+
+IDEMPOTENCY_HEADER = "idempotency-key"
+
+
+def idempotency_headers(endpoint: Endpoint[Any, Any], *, enabled: bool) -> dict[str, str]:
+    """A fresh `Idempotency-Key` for a POST, the same for all its retries: the gateway then
+    applies a retried scoring once (it replays the first answer)."""
+    if not enabled or endpoint.method != "POST":
+        return {}
+    return {IDEMPOTENCY_HEADER: uuid.uuid4().hex}
 
 
 class SyncAPI(abc.ABC):

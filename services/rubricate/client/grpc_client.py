@@ -11,7 +11,14 @@ import grpc
 from google.protobuf.message import Message
 from pydantic import BaseModel, ValidationError
 
-from rubricate.client.api import AsyncAPI, Body, SyncAPI, as_model, payload
+from rubricate.client.api import (
+    AsyncAPI,
+    Body,
+    SyncAPI,
+    as_model,
+    idempotency_headers,
+    payload,
+)
 from rubricate.client.errors import APIError, InvalidResponse, RubricateError, TransportError
 from rubricate.client.retry import RetryPolicy, parse_retry_after, run_async, run_sync
 from rubricate.common.errors import ErrorBody
@@ -43,6 +50,7 @@ class _GrpcConfig:
         api_key: str | None,
         metadata: Mapping[str, str] | None,
         concurrency: int,
+        idempotency_keys: bool,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
@@ -51,6 +59,7 @@ class _GrpcConfig:
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
         self.concurrency = concurrency
+        self.idempotency_keys = idempotency_keys
         pairs = {k.lower(): v for k, v in (metadata or {}).items()}
         if tenant is not None:
             pairs[TENANT_HEADER.lower()] = tenant
@@ -64,12 +73,15 @@ class _GrpcConfig:
 
     def prepare(
         self, endpoint: Endpoint[Any, Any], body: Body, path: Mapping[str, str] | None
-    ) -> tuple[Message, type[Message], type[Message]]:
+    ) -> tuple[Message, type[Message], type[Message], tuple[tuple[str, str], ...]]:
         request_cls, response_cls = endpoint_types(endpoint)
         model = as_model(endpoint, body)
         data = {**(payload(model) if endpoint.has_body else {}), **dict(path or {})}
+        fixed = any(k == "idempotency-key" for k, _ in self.metadata)
+        key = idempotency_headers(endpoint, enabled=self.idempotency_keys and not fixed)
+        metadata = self.metadata + tuple(key.items())
         try:
-            return json_to_message(data, request_cls), request_cls, response_cls
+            return json_to_message(data, request_cls), request_cls, response_cls, metadata
         except ProtoMismatch as exc:
             raise RubricateError(f"{endpoint.name}: {exc}") from exc
 
@@ -126,6 +138,7 @@ class GrpcClient(SyncAPI):
         api_key: str | None = None,
         metadata: Mapping[str, str] | None = None,
         concurrency: int = 8,
+        idempotency_keys: bool = True,
     ) -> None:
         self.config = _GrpcConfig(
             timeout_s=timeout_s,
@@ -134,6 +147,7 @@ class GrpcClient(SyncAPI):
             api_key=api_key,
             metadata=metadata,
             concurrency=concurrency,
+            idempotency_keys=idempotency_keys,
         )
         self._channel = grpc.insecure_channel(target, options=self.config.options)
 
@@ -144,7 +158,7 @@ class GrpcClient(SyncAPI):
         *,
         path: Mapping[str, str] | None = None,
     ) -> RespT:
-        message, request_cls, response_cls = self.config.prepare(endpoint, body, path)
+        message, request_cls, response_cls, metadata = self.config.prepare(endpoint, body, path)
         stub = self._channel.unary_unary(
             endpoint.grpc_path or "",
             request_serializer=request_cls.SerializeToString,
@@ -153,7 +167,7 @@ class GrpcClient(SyncAPI):
 
         def attempt() -> RespT:
             try:
-                reply = stub(message, timeout=self.config.timeout_s, metadata=self.config.metadata)
+                reply = stub(message, timeout=self.config.timeout_s, metadata=metadata)
             except grpc.RpcError as exc:
                 raise grpc_error(exc) from exc
             return _decode(endpoint, reply)
@@ -194,6 +208,7 @@ class AsyncGrpcClient(AsyncAPI):
         api_key: str | None = None,
         metadata: Mapping[str, str] | None = None,
         concurrency: int = 8,
+        idempotency_keys: bool = True,
     ) -> None:
         self.config = _GrpcConfig(
             timeout_s=timeout_s,
@@ -202,6 +217,7 @@ class AsyncGrpcClient(AsyncAPI):
             api_key=api_key,
             metadata=metadata,
             concurrency=concurrency,
+            idempotency_keys=idempotency_keys,
         )
         self._channel = grpc.aio.insecure_channel(target, options=self.config.options)
 
@@ -212,7 +228,7 @@ class AsyncGrpcClient(AsyncAPI):
         *,
         path: Mapping[str, str] | None = None,
     ) -> RespT:
-        message, request_cls, response_cls = self.config.prepare(endpoint, body, path)
+        message, request_cls, response_cls, metadata = self.config.prepare(endpoint, body, path)
         stub = self._channel.unary_unary(
             endpoint.grpc_path or "",
             request_serializer=request_cls.SerializeToString,
@@ -221,9 +237,7 @@ class AsyncGrpcClient(AsyncAPI):
 
         async def attempt() -> RespT:
             try:
-                reply = await stub(
-                    message, timeout=self.config.timeout_s, metadata=self.config.metadata
-                )
+                reply = await stub(message, timeout=self.config.timeout_s, metadata=metadata)
             except grpc.RpcError as exc:
                 raise grpc_error(exc) from exc
             return _decode(endpoint, reply)

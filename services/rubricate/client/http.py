@@ -14,7 +14,14 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from rubricate.client.api import AsyncAPI, Body, SyncAPI, as_model, payload
+from rubricate.client.api import (
+    AsyncAPI,
+    Body,
+    SyncAPI,
+    as_model,
+    idempotency_headers,
+    payload,
+)
 from rubricate.client.errors import APIError, InvalidResponse, TransportError
 from rubricate.client.retry import RetryPolicy, parse_retry_after, run_async, run_sync
 from rubricate.common.errors import ErrorResponse
@@ -42,6 +49,7 @@ class _HTTPConfig:
         headers: Mapping[str, str] | None,
         max_connections: int,
         concurrency: int,
+        idempotency_keys: bool,
     ) -> None:
         if timeout_s <= 0 or connect_timeout_s <= 0:
             raise ValueError("timeouts must be positive")
@@ -50,6 +58,7 @@ class _HTTPConfig:
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self.concurrency = concurrency
+        self.idempotency_keys = idempotency_keys
         self.timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s)
         self.limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
@@ -62,10 +71,12 @@ class _HTTPConfig:
 
     def request_args(
         self, endpoint: Endpoint[Any, Any], body: Body, path: Mapping[str, str] | None
-    ) -> tuple[str, str, dict[str, Any] | None]:
+    ) -> tuple[str, str, dict[str, Any] | None, dict[str, str]]:
         model = as_model(endpoint, body)
         url = endpoint.url_path(dict(path or {}))
-        return endpoint.method, url, payload(model) if endpoint.has_body else None
+        fixed = any(k.lower() == "idempotency-key" for k in self.headers)
+        headers = idempotency_headers(endpoint, enabled=self.idempotency_keys and not fixed)
+        return endpoint.method, url, payload(model) if endpoint.has_body else None, headers
 
 
 def parse_response(endpoint: Endpoint[Any, RespT], response: httpx.Response) -> RespT:
@@ -116,6 +127,7 @@ class Client(SyncAPI):
         headers: Mapping[str, str] | None = None,
         max_connections: int = 64,
         concurrency: int = 8,
+        idempotency_keys: bool = True,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.config = _HTTPConfig(
@@ -128,6 +140,7 @@ class Client(SyncAPI):
             headers=headers,
             max_connections=max_connections,
             concurrency=concurrency,
+            idempotency_keys=idempotency_keys,
         )
         self._http = httpx.Client(
             base_url=self.config.base_url,
@@ -144,11 +157,11 @@ class Client(SyncAPI):
         *,
         path: Mapping[str, str] | None = None,
     ) -> RespT:
-        method, url, json = self.config.request_args(endpoint, body, path)
+        method, url, json, headers = self.config.request_args(endpoint, body, path)
 
         def attempt() -> RespT:
             try:
-                response = self._http.request(method, url, json=json)
+                response = self._http.request(method, url, json=json, headers=headers)
             except _RETRIED as exc:
                 raise transport_error(exc) from exc
             return parse_response(endpoint, response)
@@ -191,6 +204,7 @@ class AsyncClient(AsyncAPI):
         headers: Mapping[str, str] | None = None,
         max_connections: int = 64,
         concurrency: int = 8,
+        idempotency_keys: bool = True,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = _HTTPConfig(
@@ -203,6 +217,7 @@ class AsyncClient(AsyncAPI):
             headers=headers,
             max_connections=max_connections,
             concurrency=concurrency,
+            idempotency_keys=idempotency_keys,
         )
         self._http = httpx.AsyncClient(
             base_url=self.config.base_url,
@@ -219,11 +234,11 @@ class AsyncClient(AsyncAPI):
         *,
         path: Mapping[str, str] | None = None,
     ) -> RespT:
-        method, url, json = self.config.request_args(endpoint, body, path)
+        method, url, json, headers = self.config.request_args(endpoint, body, path)
 
         async def attempt() -> RespT:
             try:
-                response = await self._http.request(method, url, json=json)
+                response = await self._http.request(method, url, json=json, headers=headers)
             except _RETRIED as exc:
                 raise transport_error(exc) from exc
             return parse_response(endpoint, response)

@@ -288,3 +288,15 @@ async def test_open_mode_refuses_grpc_off_loopback(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("RUBRICATE_AUTH_MODE", raising=False)
     with pytest.raises(SystemExit, match="without authentication"):
         await start_grpc(FastAPI(), GatewaySettings(grpc_host="0.0.0.0", grpc_port=0))
+
+
+async def test_an_idempotency_key_over_grpc_replays_the_first_scoring(running: Running) -> None:
+    body = group("Replayed Q?", "[[excellent]]", "[[poor]]")
+    async with AsyncGrpcClient(
+        running.platform.urls["gateway-grpc"], metadata={"idempotency-key": "trainer-step-1"}
+    ) as client:
+        first = await client.score_stagewise(body)
+        calls = len(running.backend.calls)
+        again = await client.score_stagewise(body)
+    assert len(running.backend.calls) == calls  # replayed: no second judging
+    assert again.generation.new_rubric_ids == first.generation.new_rubric_ids
