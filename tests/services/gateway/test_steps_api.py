@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from rubricate.core.listwise import judge_seed
-from rubricate.embedded import SERVICES, EmbeddedPlatform
+from rubricate.embedded import SERVICES, EmbeddedPlatform, free_port
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.llm.base import GenerationParams
 from rubricate.llm.errors import TransportError
@@ -451,3 +451,26 @@ async def test_rank_fails_with_too_few_valid_judges(steps: Running) -> None:
         json={"question": QUESTION, "candidates": SLATE, "judges": 2, "min_valid": 3},
     )
     assert r.status_code == 422 and r.json()["error"]["field"] == "min_valid"
+
+
+async def test_rank_uses_the_configured_judge_servers_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("RUBRICATE_GATEWAY_STEPS_JUDGE_URLS", json.dumps([url, url]))
+    backend = FakeJudgeBackend(handlers={"listwise_rank": fake_listwise_rank})
+    platform = EmbeddedPlatform(
+        data_dir=tmp_path,
+        ports={**dict.fromkeys(SERVICES, 0), "verifier": port},
+        llm=fast_llm(),
+        backend=backend,
+        gateway=GatewaySettings(upstream_retries=0),
+    )
+    async with platform, httpx.AsyncClient(base_url=platform.urls["gateway"], timeout=30) as c:
+        r = await c.post(
+            "/v1/rank", json={"question": QUESTION, "candidates": SLATE, "judges": 3, "seed": 1}
+        )
+    assert r.status_code == 200, r.text
+    assert [j["server"] for j in r.json()["judges"]] == ["judge-0", "judge-1", "judge-0"]
+    assert r.json()["consensus"] == [[1], [2], [0], [3]]
