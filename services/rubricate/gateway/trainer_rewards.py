@@ -11,6 +11,7 @@ is invalid fails as a whole with the API's 4xx error shape.
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,9 +110,8 @@ async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[Samp
             )
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise DomainError(
-                str(err["msg"]), field=f"labels[{first.index}]." + ".".join(map(str, err["loc"]))
-            ) from exc
+            field = _sample_field(tuple(err["loc"]), first=first, rollouts=scorable)
+            raise DomainError(str(err["msg"]), field=field) from exc
         try:
             response: StagewiseScoreResponse = await ctx.invoker.call(
                 "POST",
@@ -120,6 +120,11 @@ async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[Samp
                 headers=ctx.headers,
                 request_id=ctx.request_id,
             )
+        except DomainError as exc:
+            loc = tuple(int(p) if p.isdigit() else p for p in re.findall(r"\w+", exc.field or ""))
+            raise DomainError(
+                exc.message, field=_sample_field(loc, first=first, rollouts=scorable)
+            ) from exc
         except ServiceError as exc:
             if exc.status_code < 500:
                 raise
@@ -142,6 +147,27 @@ async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[Samp
                     logs=_stage_logs(scores),
                 )
     return [out[s.index] for s in members]
+
+
+_LABEL_FIELDS = {"persistent_rubrics": "rubrics"}
+
+
+def _sample_field(loc: tuple[int | str, ...], *, first: Sample, rollouts: Sequence[Sample]) -> str:
+    """A stagewise request's field as the `/get_reward` field it came from:
+    `rollouts[2].trajectory` -> `query[<sample>]`,
+    `persistent_rubrics[0]` -> `labels[<first sample>].rubrics[0]`."""
+    if (
+        len(loc) >= 2
+        and loc[0] == "rollouts"
+        and isinstance(loc[1], int)
+        and loc[1] < len(rollouts)
+    ):
+        return f"query[{rollouts[loc[1]].index}]"
+    if loc[:1] == ("rollouts",):
+        return "query"
+    head = _LABEL_FIELDS.get(str(loc[0]), str(loc[0])) if loc else ""
+    rest = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+    return f"labels[{first.index}].{head}{rest}" if head else f"labels[{first.index}]"
 
 
 def _stage_logs(scores: Mapping[Stage, float] | None) -> dict[str, float]:

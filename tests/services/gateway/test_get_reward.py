@@ -143,6 +143,18 @@ async def test_bad_batches_are_4xx_naming_the_field(running: Running) -> None:
             "validation_error",
         ),
         ({"query": ["x"], "prompts": [""]}, 422, "labels[0].question", "validation_error"),
+        (
+            {"query": ["x"] * 65, "labels": [{"question": "q"}] * 65},
+            422,
+            "query",
+            "validation_error",
+        ),
+        (
+            {"query": ["x"], "labels": [{"question": "q", "question_id": "bad id!"}]},
+            422,
+            "labels[0].question_id",
+            "validation_error",
+        ),
         ({"query": ["x"], "kind": "poetry"}, 422, "kind", "validation_error"),
     ]
     for body, status, field, kind in cases:
