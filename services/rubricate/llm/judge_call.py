@@ -30,7 +30,7 @@ async def judge_call(
     llm: LLMSettings,
     usage: Usage,
     validate: Callable[[T], None] | None = None,
-    stage: str = "step",
+    stage: str = "all",
 ) -> T:
     before_prompt, before_completion = usage.prompt_tokens, usage.completion_tokens
     started = time.perf_counter()

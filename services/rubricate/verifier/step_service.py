@@ -114,7 +114,6 @@ class StepJudgeService:
             llm=self.llm,
             usage=usage,
             validate=lambda o: listwise_rank.check_ranking(o, labels=labels),
-            stage="slate",
         )
         log.info("slate.ranked candidates=%d", len(labels))
         return RankTaskResponse(
