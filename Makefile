@@ -7,7 +7,7 @@ STAMP := $(VENV)/.rubricate-installed
 DEPLOY_TOOLS := $(VENV)/.deploy-tools
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: setup demo serve test test-fast lint format typecheck bench proto clean demo-corpus
+.PHONY: setup demo serve test test-fast lint format typecheck bench bench-fast proto clean demo-corpus
 
 $(STAMP): pyproject.toml requirements-model.txt requirements-cpu.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,9 +65,22 @@ format: setup
 typecheck: setup
 	$(BIN)/mypy
 
-bench: setup  ## measured performance; prints figures
+bench: setup  ## measured performance; prints figures (real-model parts: about an hour on 2 cores)
 	$(BIN)/python benchmarks/stagewise.py
+	$(BIN)/python benchmarks/load.py
+	$(BIN)/python benchmarks/nuggets.py
+	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/mining.py
+	$(BIN)/python benchmarks/bank.py --sizes 10000
+	$(BIN)/python benchmarks/transports.py
+
+bench-fast: setup  ## the benchmarks' figures that need no real model (fake judges), a few minutes
+	$(BIN)/python benchmarks/stagewise.py --skip-model
+	$(BIN)/python benchmarks/load.py
+	$(BIN)/python benchmarks/steps.py --fake
+	$(BIN)/python benchmarks/mining.py --judges fake
+	$(BIN)/python benchmarks/bank.py --sizes 10000
+	$(BIN)/python benchmarks/transports.py
 
 demo-corpus: setup  ## fetch the mining demo corpus (Debian python3.11-doc) and print its folder
 	$(BIN)/python -m rubricate.miner.demo_corpus --subset small

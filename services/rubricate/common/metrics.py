@@ -83,7 +83,8 @@ PARSE_FAILURES = Counter(
 )
 FALLBACKS = Counter(
     "rubricate_fallbacks_total",
-    "Scoring fallbacks by kind (no_new_rubrics | answer_only | unscored).",
+    "Scoring fallbacks by kind (no_new_rubrics | answer_only | unscored | step_unscored | "
+    "rubric_unscored | judge_dropped).",
     ["kind"],
 )
 
