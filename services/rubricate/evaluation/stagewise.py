@@ -196,9 +196,22 @@ async def run_groups(
                 f"{run.seconds:.1f} s {status}",
                 flush=True,
             )
+            if run.error is None:
+                print("  " + _score_line(run), flush=True)
         return run
 
     return list(await asyncio.gather(*(one(c) for c in cases)))
+
+
+def _score_line(run: GroupRun) -> str:
+    """R per stage (plan/research/review/answer) of every rollout of the group."""
+    cells = []
+    for rollout_id in (ORIGINAL_ID, *(v.kind for v in run.variants)):
+        scores = run.scores.get(rollout_id)
+        shown = "unscored" if scores is None else "/".join(f"{scores[s]:.2f}" for s in STAGES)
+        flag = " answer-only" if rollout_id in run.answer_only else ""
+        cells.append(f"{rollout_id} {shown}{flag}")
+    return "R plan/research/review/answer: " + "; ".join(cells)
 
 
 def _read_response(run: GroupRun, data: Mapping[str, Any]) -> None:
