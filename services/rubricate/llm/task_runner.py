@@ -1,15 +1,14 @@
-"""One structured judge call with the shared judge metrics (latency, tokens by task)."""
+"""A structured judge task whose schema is the output model's own (the mining tasks)."""
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pydantic import BaseModel
 
-from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
 from rubricate.llm.base import GenerationParams, LLMBackend, Message
+from rubricate.llm.judge_call import judge_call
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.structured import json_schema_for
 from rubricate.llm.usage import Usage
 
 T = TypeVar("T", bound=BaseModel)
@@ -28,32 +27,20 @@ async def run_structured_task(
     usage: Usage,
     validate: Callable[[T], None] | None = None,
 ) -> T:
-    """`complete_structured` plus JUDGE_LATENCY / LLM_TOKENS under `task`; tokens are
-    counted even when the call fails (they were paid for)."""
+    """`judge_call` with the schema of `output`; metrics and usage as there."""
     params = GenerationParams(
         temperature=temperature,
         max_tokens=max_tokens,
         json_schema=json_schema_for(output),
         schema_name=schema_name,
     )
-    before_prompt, before_completion = usage.prompt_tokens, usage.completion_tokens
-    started = time.perf_counter()
-    try:
-        return await complete_structured(
-            backend,
-            messages,
-            output=output,
-            params=params,
-            usage=usage,
-            task=task,
-            validate=validate,
-            max_retries=llm.max_retries,
-            backoff_base_s=llm.backoff_base_s,
-            backoff_max_s=llm.backoff_max_s,
-        )
-    finally:
-        JUDGE_LATENCY.labels(task, "all", backend.name).observe(time.perf_counter() - started)
-        LLM_TOKENS.labels(task, backend.name, "prompt").inc(usage.prompt_tokens - before_prompt)
-        LLM_TOKENS.labels(task, backend.name, "completion").inc(
-            usage.completion_tokens - before_completion
-        )
+    return await judge_call(
+        backend,
+        messages,
+        output=output,
+        params=params,
+        task=task,
+        llm=llm,
+        usage=usage,
+        validate=validate,
+    )
