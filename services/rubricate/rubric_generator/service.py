@@ -3,12 +3,12 @@
 import logging
 import time
 
-from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
 from rubricate.common.model_server import TaskSettings
 from rubricate.common.schemas import UsageOut
 from rubricate.llm.base import GenerationParams, LLMBackend
+from rubricate.llm.judge_call import judge_call
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.structured import json_schema_for
 from rubricate.llm.tasks import stage_rubrics
 from rubricate.llm.usage import Usage
 from rubricate.rubric_generator.schemas import StageRubricsRequest, StageRubricsResponse
@@ -43,23 +43,16 @@ class RubricGeneratorService:
         )
         usage = Usage()
         started = time.perf_counter()
-        try:
-            output = await complete_structured(
-                self.backend,
-                messages,
-                output=stage_rubrics.GeneratedRubrics,
-                params=params,
-                usage=usage,
-                task=TASK,
-                max_retries=self.llm.max_retries,
-                backoff_base_s=self.llm.backoff_base_s,
-                backoff_max_s=self.llm.backoff_max_s,
-            )
-        finally:
-            elapsed = time.perf_counter() - started
-            JUDGE_LATENCY.labels(TASK, "all", self.backend.name).observe(elapsed)
-            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
-            LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
+        output = await judge_call(
+            self.backend,
+            messages,
+            output=stage_rubrics.GeneratedRubrics,
+            params=params,
+            task=TASK,
+            llm=self.llm,
+            usage=usage,
+        )
+        elapsed = time.perf_counter() - started
         specs = output.specs()
         log.info(
             "rubrics.generated trajectories=%d new=%d seconds=%.1f",

@@ -4,12 +4,12 @@ import logging
 import time
 from typing import Any
 
-from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
 from rubricate.common.model_server import TaskSettings
 from rubricate.common.schemas import UsageOut
 from rubricate.llm.base import GenerationParams, LLMBackend
+from rubricate.llm.judge_call import judge_call
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.structured import json_schema_for
 from rubricate.llm.tasks import reflection_judging
 from rubricate.llm.usage import Usage
 from rubricate.verifier.reflection_schemas import ReflectionScoresRequest, ReflectionScoresResponse
@@ -48,23 +48,17 @@ class ReflectionJudgeService:
         )
         usage = Usage()
         started = time.perf_counter()
-        try:
-            verdict = await complete_structured(
-                self.backend,
-                messages,
-                output=reflection_judging.ReflectionVerdict,
-                params=params,
-                usage=usage,
-                task=TASK,
-                max_retries=self.llm.max_retries,
-                backoff_base_s=self.llm.backoff_base_s,
-                backoff_max_s=self.llm.backoff_max_s,
-            )
-        finally:
-            elapsed = time.perf_counter() - started
-            JUDGE_LATENCY.labels(TASK, "reflection", self.backend.name).observe(elapsed)
-            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
-            LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
+        verdict = await judge_call(
+            self.backend,
+            messages,
+            output=reflection_judging.ReflectionVerdict,
+            params=params,
+            task=TASK,
+            llm=self.llm,
+            usage=usage,
+            stage="reflection",
+        )
+        elapsed = time.perf_counter() - started
         log.info("reflection.judged evidence=%d seconds=%.1f", len(request.evidence), elapsed)
         return ReflectionScoresResponse(
             within=verdict.within.as_unit(),

@@ -4,12 +4,12 @@ import logging
 import time
 from typing import Any
 
-from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
 from rubricate.common.model_server import TaskSettings
 from rubricate.common.schemas import UsageOut
 from rubricate.llm.base import GenerationParams, LLMBackend
+from rubricate.llm.judge_call import judge_call
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.structured import json_schema_for
 from rubricate.llm.tasks import stage_scoring
 from rubricate.llm.usage import Usage
 from rubricate.verifier.schemas import StageScoresRequest, StageScoresResponse
@@ -51,24 +51,18 @@ class VerifierService:
         usage = Usage()
         stage_label = rubrics[0].stage if len({r.stage for r in rubrics}) == 1 else "all"
         started = time.perf_counter()
-        try:
-            sheet = await complete_structured(
-                self.backend,
-                messages,
-                output=stage_scoring.ScoreSheet,
-                params=params,
-                usage=usage,
-                task=TASK,
-                validate=lambda s: stage_scoring.check_sheet(s, n_rubrics=len(rubrics)),
-                max_retries=self.llm.max_retries,
-                backoff_base_s=self.llm.backoff_base_s,
-                backoff_max_s=self.llm.backoff_max_s,
-            )
-        finally:
-            elapsed = time.perf_counter() - started
-            JUDGE_LATENCY.labels(TASK, stage_label, self.backend.name).observe(elapsed)
-            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
-            LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
+        sheet = await judge_call(
+            self.backend,
+            messages,
+            output=stage_scoring.ScoreSheet,
+            params=params,
+            task=TASK,
+            llm=self.llm,
+            usage=usage,
+            validate=lambda s: stage_scoring.check_sheet(s, n_rubrics=len(rubrics)),
+            stage=stage_label,
+        )
+        elapsed = time.perf_counter() - started
         log.info("stages.scored rubrics=%d seconds=%.1f", len(rubrics), elapsed)
         return StageScoresResponse(
             judgments=stage_scoring.to_judgments(sheet, rubrics),
