@@ -55,12 +55,12 @@ test-fast: setup $(DEPLOY_TOOLS)  ## everything but the tests that need the real
 	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 $(BIN)/pytest -m "not model"
 
 lint: setup
-	$(BIN)/ruff format --check services tests benchmarks
-	$(BIN)/ruff check services tests benchmarks
+	$(BIN)/ruff format --check services tests benchmarks examples
+	$(BIN)/ruff check services tests benchmarks examples
 
 format: setup
-	$(BIN)/ruff format services tests benchmarks
-	$(BIN)/ruff check --fix services tests benchmarks
+	$(BIN)/ruff format services tests benchmarks examples
+	$(BIN)/ruff check --fix services tests benchmarks examples
 
 typecheck: setup
 	$(BIN)/mypy
