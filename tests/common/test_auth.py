@@ -71,10 +71,13 @@ async def test_internal_token_acts_for_the_forwarded_tenant() -> None:
         assert r.json() == {"tenant": "team-b"}
 
 
-async def test_health_and_metrics_are_open() -> None:
+async def test_only_health_and_metrics_are_open() -> None:
     async with app_with(settings()) as c:
         assert (await c.get("/healthz")).status_code == 200
         assert (await c.get("/metrics")).status_code == 200
+        assert (await c.get("/openapi.json")).status_code == 401
+        ok = await c.get("/openapi.json", headers={"Authorization": f"Bearer {KEY_A}"})
+        assert ok.status_code == 200
 
 
 async def test_open_mode_trusts_the_header() -> None:

@@ -8,7 +8,7 @@ Two kinds of caller:
 
 Mode `open` (the embedded default) trusts the tenant header and is allowed on loopback only;
 `assert_safe_bind` refuses anything else at start-up. Health, readiness and metrics are never
-authenticated, nor the OpenAPI document.
+authenticated; everything else is, the OpenAPI document and docs pages included.
 """
 
 import hashlib
@@ -31,7 +31,7 @@ log = logging.getLogger("rubricate.auth")
 KEY_PREFIX: Final = "rk_"
 TENANT_HEADER: Final = "X-Rubricate-Tenant"
 TENANT_RE: Final = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-OPEN_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"})
+OPEN_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _STATE_TENANT = "auth_tenant"
 
