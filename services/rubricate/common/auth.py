@@ -30,10 +30,12 @@ log = logging.getLogger("rubricate.auth")
 
 KEY_PREFIX: Final = "rk_"
 TENANT_HEADER: Final = "X-Rubricate-Tenant"
+DEFAULT_TENANT: Final = "default"
 TENANT_RE: Final = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 OPEN_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _STATE_TENANT = "auth_tenant"
+_TENANT_HEADER_KEY = TENANT_HEADER.lower().encode()
 
 
 class AuthSettings(BaseSettings):
@@ -157,7 +159,7 @@ class AuthMiddleware:
             return
         headers = dict(scope.get("headers") or [])
         secret = _presented_secret(headers)
-        claimed = headers.get(TENANT_HEADER.lower().encode())
+        claimed = headers.get(_TENANT_HEADER_KEY)
         claimed_tenant = claimed.decode("latin-1") if claimed else None
         if secret is None:
             await self._deny(scope, receive, send, 401, "missing API key (Authorization: Bearer)")
@@ -189,6 +191,19 @@ class AuthMiddleware:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         response = error_json(request, status, type=kind, message=msg, headers=headers)
         await response(scope, receive, send)
+
+
+def scope_tenant(scope: Scope) -> str:
+    """The tenant of a request inside the auth middleware, for ASGI middleware that runs
+    before routing: the key's tenant, else the (open-mode or service) header, else default."""
+    state: dict[str, object] = scope.get("state") or {}
+    tenant = state.get(_STATE_TENANT)
+    if isinstance(tenant, str):
+        return tenant
+    for key, value in scope.get("headers") or []:
+        if key == _TENANT_HEADER_KEY:
+            return str(value.decode("latin-1"))
+    return DEFAULT_TENANT
 
 
 def authenticated_tenant(request: Request) -> str | None:

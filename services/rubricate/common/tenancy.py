@@ -9,11 +9,10 @@ from typing import Annotated, Final
 
 from fastapi import Depends, Header, Request
 
-from rubricate.common.auth import TENANT_HEADER, authenticated_tenant
+from rubricate.common.auth import DEFAULT_TENANT, TENANT_HEADER, authenticated_tenant
 
 __all__ = ["DEFAULT_TENANT", "TENANT_HEADER", "TENANT_LEN", "TENANT_PATTERN", "TenantDep"]
 
-DEFAULT_TENANT: Final = "default"
 TENANT_LEN: Final = 64
 TENANT_PATTERN: Final = r"^[A-Za-z0-9_.\-]+$"
 

@@ -17,13 +17,13 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import redis.asyncio as aioredis
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rubricate.common.auth import TENANT_HEADER
+from rubricate.common.auth import scope_tenant
 from rubricate.common.errors import error_json
 from rubricate.common.metrics import IDEMPOTENT_REPLAYS
 
@@ -215,13 +215,13 @@ class IdempotencyMiddleware:
             )
             return
 
-        body, more = await _read_body(receive)
+        body = await _read_body(receive)
         fingerprint = hashlib.sha256(body).hexdigest()
-        tenant = _tenant(scope, headers)
+        tenant = scope_tenant(scope)
         key = hashlib.sha256(f"{tenant}\0{scope['path']}\0{idem}".encode()).hexdigest()
 
         try:
-            await self._dedupe(scope, receive, send, key, fingerprint, body, more)
+            await self._dedupe(scope, receive, send, key, fingerprint, body)
         except StoreUnavailableError as exc:
             log.warning("idempotency.unavailable error=%s", exc)
             await self._error(
@@ -243,7 +243,6 @@ class IdempotencyMiddleware:
         key: str,
         fingerprint: str,
         body: bytes,
-        more: Receive,
     ) -> None:
         store = _Guarded(self.store)
         existing = await store.claim(key, fingerprint, ttl_s=self.ttl_s)
@@ -277,16 +276,16 @@ class IdempotencyMiddleware:
             await _replay(stored, send)
             return
 
-        await self._run_first(scope, send, key, fingerprint, body, more)
+        await self._run_first(scope, receive, send, key, fingerprint, body)
 
     async def _run_first(
         self,
         scope: Scope,
+        receive: Receive,
         send: Send,
         key: str,
         fingerprint: str,
         body: bytes,
-        more: Receive,
     ) -> None:
         sent_body = False
         status = 500
@@ -298,7 +297,7 @@ class IdempotencyMiddleware:
             if not sent_body:
                 sent_body = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await more()
+            return await receive()  # after the body: disconnects
 
         async def capture(message: Message) -> None:
             nonlocal status
@@ -354,16 +353,7 @@ class IdempotencyMiddleware:
         await response(scope, receive, send)
 
 
-def _tenant(scope: Scope, headers: dict[bytes, bytes]) -> str:
-    state: dict[str, Any] = scope.get("state") or {}
-    tenant = state.get("auth_tenant")
-    if isinstance(tenant, str):
-        return tenant
-    raw = headers.get(TENANT_HEADER.lower().encode())
-    return raw.decode("latin-1") if raw else "default"
-
-
-async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
+async def _read_body(receive: Receive) -> bytes:
     parts: list[bytes] = []
     while True:
         message = await receive()
@@ -372,7 +362,7 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
         parts.append(message.get("body", b""))
         if not message.get("more_body", False):
             break
-    return b"".join(parts), receive
+    return b"".join(parts)
 
 
 async def _replay(stored: Stored, send: Send) -> None:

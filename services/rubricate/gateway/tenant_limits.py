@@ -5,12 +5,11 @@ starving other tenants; health, readiness and metrics are never limited.
 """
 
 from collections import defaultdict
-from typing import Any
 
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from rubricate.common.auth import OPEN_PATHS, TENANT_HEADER
+from rubricate.common.auth import OPEN_PATHS, scope_tenant
 from rubricate.common.errors import error_json
 from rubricate.common.metrics import TENANT_THROTTLED
 
@@ -28,7 +27,7 @@ class TenantConcurrencyMiddleware:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        tenant = _tenant(scope)
+        tenant = scope_tenant(scope)
         if self.in_flight[tenant] >= self.max_in_flight:
             TENANT_THROTTLED.inc()
             response = error_json(
@@ -50,14 +49,3 @@ class TenantConcurrencyMiddleware:
             self.in_flight[tenant] -= 1
             if not self.in_flight[tenant]:
                 del self.in_flight[tenant]
-
-
-def _tenant(scope: Scope) -> str:
-    state: dict[str, Any] = scope.get("state") or {}
-    tenant = state.get("auth_tenant")
-    if isinstance(tenant, str):
-        return tenant
-    for key, value in scope.get("headers") or []:
-        if key == TENANT_HEADER.lower().encode():
-            return str(value.decode("latin-1"))
-    return "default"
