@@ -5,12 +5,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from rubricate.core.constants import SCORE_MAX, SCORE_MIN, WEIGHT_MAX, WEIGHT_MIN
+from rubricate.core.constants import MAX_STEP, SCORE_MAX, SCORE_MIN, WEIGHT_MAX, WEIGHT_MIN
 from rubricate.core.constants import Stage as Stage
 from rubricate.core.normalize import normalize_question
 
 Polarity = Literal["positive", "negative"]
 Origin = Literal["persistent", "active"]
+
+TrainingStep = Annotated[int, Field(ge=0, le=MAX_STEP)]
+"""A trainer's step as every request and record takes it (fits the store's 64-bit column)."""
 
 Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
 Description = Annotated[

@@ -4,9 +4,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rubricate.common.schemas import UsageOut
 from rubricate.core.bank import DEFAULT_RETRIEVE_K, MAX_RETRIEVE_K, RetrievalMode
-from rubricate.core.constants import MAX_STEP
 from rubricate.core.reflection import CandidateStatus, Dimension
-from rubricate.core.rubrics import Judgment, Stage
+from rubricate.core.rubrics import Judgment, Stage, TrainingStep
 from rubricate.gateway.schemas import RubricOut, StageMap, Timing
 from rubricate.store.bank_schemas import RetrievedItem
 
@@ -40,7 +39,7 @@ class ReflectionScoreRequest(BaseModel):
     """Which rollout of that scoring (optional when it had one rollout)."""
     candidates: list[str] = Field(min_length=1, max_length=MAX_CANDIDATES)
     """The reflection texts the policy sampled for this trajectory (n = 8 typical)."""
-    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
+    step: TrainingStep | None = None
     """The trainer's step; a bank item from a newer step is never replaced."""
     write_to_bank: bool = True
 

@@ -12,8 +12,7 @@ from pydantic import (
 )
 
 from rubricate.common.schemas import UsageOut
-from rubricate.core.constants import MAX_STEP
-from rubricate.core.rubrics import Judgment, Origin, Polarity, RubricSpec, Stage
+from rubricate.core.rubrics import Judgment, Origin, Polarity, RubricSpec, Stage, TrainingStep
 
 QuestionId = Annotated[
     str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")
@@ -52,7 +51,7 @@ class StagewiseScoreRequest(BaseModel):
     """`terminal` broadcasts the answer score to every stage (plain GRPO)."""
     evolve: bool = True
     """Generate new rubrics for this group and prune the buffer afterwards."""
-    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
+    step: TrainingStep | None = None
     """The trainer's step, recorded on new rubrics."""
     caps: dict[Stage, Annotated[int, Field(ge=0, le=50)]] | None = None
     """Override of the per-stage caps on active rubrics (default 3, 2, 2, 3)."""

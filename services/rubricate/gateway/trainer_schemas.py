@@ -9,8 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rubricate.core.constants import MAX_STEP
-from rubricate.core.rubrics import RubricSpec
+from rubricate.core.rubrics import RubricSpec, TrainingStep
 
 RewardKind = Literal["stagewise", "nugget", "step"]
 MAX_REWARD_BATCH = 4096
@@ -50,7 +49,7 @@ class RewardLabel(BaseModel):
     """Nugget reward: `long` (default; answer split in blocks) or `short` (one ground truth)."""
     outcome: float | None = None
     """Step reward: the trajectory's outcome, which the step rewards split (default 1.0)."""
-    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
+    step: TrainingStep | None = None
     """The trainer's step."""
     reference: str | None = None
     """A plain-text label, kept for reward kinds that use a reference answer."""

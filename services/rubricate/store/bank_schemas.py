@@ -6,14 +6,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from rubricate.core.bank import DEFAULT_RETRIEVE_K, MAX_RETRIEVE_K, RetrievalMode
-from rubricate.core.constants import MAX_STEP
 from rubricate.core.reflection import (
     CATEGORIES,
     MAX_REFLECTION_CHARS,
     MAX_TAKEAWAYS,
     MIN_TAKEAWAYS,
 )
-from rubricate.core.rubrics import Judgment, Polarity, Stage
+from rubricate.core.rubrics import Judgment, Polarity, Stage, TrainingStep
 from rubricate.store.bank_models import SCORING_ID_LEN
 from rubricate.store.limits import QUESTION_ID_LEN
 
@@ -38,7 +37,7 @@ class BankItemIn(BaseModel):
     """The candidate's full text."""
     score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     """Its utility u."""
-    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
+    step: TrainingStep | None = None
     provenance: dict[str, Any] = Field(default_factory=dict)
     """Where it came from (scoring id, rollout id, candidate index, judge model...)."""
 
@@ -100,7 +99,7 @@ class BankStats(BaseModel):
 class SnapshotRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0, le=MAX_STEP)
+    step: TrainingStep
     replace: bool = False
     """Replace an existing snapshot of the same step (otherwise that is a 409)."""
 
@@ -108,7 +107,7 @@ class SnapshotRequest(BaseModel):
 class RestoreRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0, le=MAX_STEP)
+    step: TrainingStep
 
 
 class SnapshotInfo(BaseModel):
@@ -145,7 +144,7 @@ class SnapshotHeader(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     format: Literal["rubricate.bank-snapshot.v1"]
-    step: int = Field(ge=0, le=MAX_STEP)
+    step: TrainingStep
     created_at: datetime
     bank_items: int = Field(ge=0)
     questions: int = Field(ge=0)
@@ -179,7 +178,7 @@ class ScoringIn(BaseModel):
     scoring_id: ScoringId
     question_id: str = Field(min_length=1, max_length=QUESTION_ID_LEN)
     question: QuestionText
-    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
+    step: TrainingStep | None = None
     rubrics: list[ScoredRubric]
     rollouts: dict[str, ScoredRollout] = Field(min_length=1)
 

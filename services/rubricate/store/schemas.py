@@ -12,8 +12,8 @@ from pydantic import (
     field_validator,
 )
 
-from rubricate.core.constants import ACTIVE_CAPS, MAX_STEP, STAGES
-from rubricate.core.rubrics import Rubric, Stage
+from rubricate.core.constants import ACTIVE_CAPS, STAGES
+from rubricate.core.rubrics import Rubric, Stage, TrainingStep
 from rubricate.store.limits import RUBRIC_ID_LEN
 
 MAX_RUBRICS_PER_REQUEST = 1000
@@ -71,7 +71,7 @@ class AddRubricsRequest(BaseModel):
     """Rubrics to add; ones already in the buffer are left as they are (a persistent copy
     of an active rubric makes it persistent); pruned ones are re-activated. A rubric's
     `variance` is ignored: the store records variances from prune requests only."""
-    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
+    step: TrainingStep | None = None
     """The trainer's step, recorded on rubrics that do not carry `created_step`."""
 
 
@@ -97,7 +97,7 @@ class PruneRequest(BaseModel):
     )
     """Rubric id → score variance over the group just scored (finite, ≥ 0)."""
     caps: StageCaps = Field(default_factory=StageCaps)
-    step: int | None = Field(default=None, ge=0, le=MAX_STEP)
+    step: TrainingStep | None = None
     """The trainer's step, recorded on the rubrics pruned."""
 
 
