@@ -23,7 +23,7 @@ from rubricate.gateway.settings import GatewaySettings
 from rubricate.llm.fake_judge import FakeJudgeBackend
 from rubricate.store.settings import StoreSettings
 from tests.services.gateway.conftest import fast_llm, trajectory
-from tests.support.servers import TempPostgres, TempRedis, _wait_port, free_port
+from tests.support.servers import TempPostgres, TempRedis, free_port, wait_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -152,13 +152,13 @@ class ModelServer:
             ],
             cwd=REPO,
         )
-        _wait_port(self.port, up=True, timeout_s=60)
+        wait_port(self.port, up=True, timeout_s=60)
 
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.kill()
         self.proc.wait()
-        _wait_port(self.port, up=False)
+        wait_port(self.port, up=False)
 
 
 async def test_model_server_killed_mid_request_and_restarted(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def free_port() -> int:
         return port
 
 
-def _wait_port(port: int, *, up: bool, timeout_s: float = 30.0) -> None:
+def wait_port(port: int, *, up: bool, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with socket.socket() as sock:
@@ -65,14 +65,14 @@ class TempRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        _wait_port(self.port, up=True)
+        wait_port(self.port, up=True)
 
     def kill(self) -> None:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
-        _wait_port(self.port, up=False)
+        wait_port(self.port, up=False)
 
     def __enter__(self) -> "TempRedis":
         self.start()
@@ -121,11 +121,11 @@ class TempPostgres:
         self._run(
             "pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"), "-w", "start"
         )
-        _wait_port(self.port, up=True)
+        wait_port(self.port, up=True)
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-        _wait_port(self.port, up=False)
+        wait_port(self.port, up=False)
 
     def __enter__(self) -> "TempPostgres":
         self.init()
