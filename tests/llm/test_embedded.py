@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import math
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -195,3 +196,60 @@ async def test_bounded_integers_are_enforced(smol: "EmbeddedBackend") -> None:
         GenerationParams(max_tokens=20, json_schema=schema),
     )
     assert json.loads(completion.text)["score"] in (7, 8, 9)
+
+
+SCORING = [
+    Message("system", "You label facts. Reply with a JSON array of labels."),
+    Message("user", "Passage: Paris is the capital of France.\nFact: Paris is in France."),
+]
+CHOICES = ("support", "partial_support", "not_support")
+
+
+async def test_choice_scores_are_log_probabilities_equal_to_a_fresh_context(
+    smol: "EmbeddedBackend", smollm2_path: Path
+) -> None:
+    # warm smol's KV cache with a prompt sharing the system message, so scoring reuses it
+    await smol.complete(SCORING[:1] + [Message("user", "Hi")], GenerationParams(max_tokens=2))
+    warm = await smol.score_choices(SCORING, reply_prefix='["', choices=CHOICES)
+    fresh_backend = EmbeddedBackend(model_path=smollm2_path, n_ctx=2048)
+    try:
+        fresh = await fresh_backend.score_choices(SCORING, reply_prefix='["', choices=CHOICES)
+    finally:
+        await fresh_backend.aclose()
+    assert set(warm.logprobs) == set(CHOICES)
+    for choice in CHOICES:
+        assert warm.logprobs[choice] <= 0.0
+        assert warm.logprobs[choice] == pytest.approx(fresh.logprobs[choice], abs=1e-3)
+    assert sum(math.exp(v) for v in warm.logprobs.values()) <= 1.0 + 1e-6
+    assert warm.prompt_tokens == fresh.prompt_tokens > 20
+    assert (warm.model, warm.backend) == ("smollm2-135m", "embedded")
+
+
+async def test_generation_after_scoring_is_unchanged(
+    smol: "EmbeddedBackend", smollm2_path: Path
+) -> None:
+    params = GenerationParams(max_tokens=12)
+    await smol.score_choices(SCORING, reply_prefix='["', choices=CHOICES)
+    after = await smol.complete(SCORING, params)
+    fresh_backend = EmbeddedBackend(model_path=smollm2_path, n_ctx=2048)
+    try:
+        fresh = await fresh_backend.complete(SCORING, params)
+    finally:
+        await fresh_backend.aclose()
+    assert after.text == fresh.text
+
+
+async def test_choice_scoring_errors(smol: "EmbeddedBackend", smollm2_path: Path) -> None:
+    with pytest.raises(BackendRequestError, match="share a first token"):
+        await smol.score_choices(SCORING, reply_prefix='["', choices=("support", "support!"))
+    with pytest.raises(BackendRequestError, match="exceeds the context window"):
+        await smol.score_choices(
+            [Message("user", "word " * 3000)], reply_prefix='["', choices=CHOICES
+        )
+    closed = EmbeddedBackend(model_path=smollm2_path, n_ctx=512)
+    await closed.aclose()
+    with pytest.raises(BackendRequestError, match="closed"):
+        await closed.score_choices(SCORING, reply_prefix='["', choices=CHOICES)
+    # the backend still works after the errors
+    ok = await smol.score_choices(SCORING, reply_prefix='["', choices=CHOICES)
+    assert set(ok.logprobs) == set(CHOICES)

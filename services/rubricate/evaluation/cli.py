@@ -40,10 +40,40 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     nuggets.add_argument(
         "--probabilities",
         action="store_true",
-        help="ask for label probabilities (embedded: loads the model with all logits)",
+        help="ask for label probabilities and report the soft reward (free in the choices "
+        "design; the generate design on embedded loads the model with all logits)",
     )
     nuggets.add_argument("--json", type=Path, default=None, dest="json_path", help="write here")
     nuggets.set_defaults(func=_eval_nuggets)
+
+    calibrate = sub.add_parser(
+        "calibrate",
+        help="fit the nugget verifier's label calibration on labelled data",
+        description="Read the verifier's raw label probabilities (choices design, embedded "
+        "backend) on every selected (answer, nugget) pair, fit the multinomial calibration "
+        "(features: the three label log-probabilities and the word overlap), print its "
+        "cross-validated metrics (whole topics per fold) and write it as JSON, for "
+        "RUBRICATE_NUGGET_TASK_CALIBRATION=FILE or verifier/calibrations/MODEL.json.",
+    )
+    calibrate.add_argument("--data", type=Path, required=True, help="labelled JSONL file")
+    calibrate.add_argument("--out", type=Path, required=True, help="calibration JSON to write")
+    calibrate.add_argument(
+        "--features",
+        type=Path,
+        default=None,
+        help="per-pair features JSONL, reused and extended (default: OUT.features.jsonl)",
+    )
+    calibrate.add_argument("--limit", type=int, default=None, help="at most this many pairs")
+    calibrate.add_argument("--per-topic", type=int, default=None, help="nuggets per topic")
+    calibrate.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    calibrate.add_argument(
+        "--exclude-topics",
+        type=Path,
+        default=None,
+        help="file of topic ids (whitespace-separated) to leave out, e.g. an evaluation slice",
+    )
+    calibrate.add_argument("--l2", type=float, default=0.1, help="L2 penalty (default 0.1)")
+    calibrate.set_defaults(func=_eval_calibrate)
 
     from rubricate.evaluation.degrade import KINDS
 
@@ -95,6 +125,14 @@ def _eval_nuggets(args: argparse.Namespace) -> int:
     from rubricate.evaluation.runner import eval_nuggets
 
     return asyncio.run(eval_nuggets(args))
+
+
+def _eval_calibrate(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rubricate.evaluation.calibrate_run import eval_calibrate
+
+    return asyncio.run(eval_calibrate(args))
 
 
 def _eval_stagewise(args: argparse.Namespace) -> int:

@@ -58,11 +58,29 @@ async def eval_nuggets(args: argparse.Namespace) -> int:
         overrides: dict[str, object] = {}
         if args.backend:
             overrides["backend"] = args.backend
-        if args.probabilities:
+        from rubricate.verifier.nuggets import NuggetTaskSettings, load_calibration
+
+        task = NuggetTaskSettings()
+        if args.probabilities and task.design == "generate":
             overrides["embedded_logprobs"] = True
         llm = LLMSettings(**overrides)  # type: ignore[arg-type]
         config.extra["backend"] = llm.backend
-        config.extra["model"] = llm.model or llm.embedded_model
+        config.extra["model"] = model = llm.model or llm.embedded_model
+        if llm.backend == "embedded" and task.design != "generate":
+            calibration = load_calibration(task.calibration, model=model)
+            if calibration is not None:
+                inside = sorted(chosen_topics & set(calibration.topics))
+                config.extra["calibration"] = {
+                    "model": calibration.model,
+                    "fitted_on": calibration.fitted_on,
+                    "evaluated_topics_in_its_fitting_data": inside,
+                }
+                if inside:
+                    print(
+                        f"warning: {len(inside)} of the {len(chosen_topics)} evaluated topics "
+                        "were in the calibration's fitting data: figures are in-sample",
+                        file=sys.stderr,
+                    )
         with tempfile.TemporaryDirectory() as tmp:
             platform = EmbeddedPlatform(
                 data_dir=Path(tmp), ports=dict.fromkeys(SERVICES, 0), llm=llm

@@ -5,6 +5,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rubricate.llm.errors import BackendRequestError
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -47,6 +49,17 @@ class Completion:
     logprobs: tuple[TokenLogprob, ...] | None = None
 
 
+@dataclass(frozen=True)
+class ChoiceScores:
+    """Log-probabilities of the first token of each choice, read in one forward pass."""
+
+    logprobs: dict[str, float]
+    prompt_tokens: int
+    latency_s: float
+    model: str
+    backend: str
+
+
 class LLMBackend(ABC):
     """A chat model. Implementations: embedded (llama.cpp), openai (HTTP), vllm (in process).
 
@@ -61,6 +74,21 @@ class LLMBackend(ABC):
     async def complete(
         self, messages: Sequence[Message], params: GenerationParams
     ) -> Completion: ...
+
+    supports_choice_scoring: bool = False
+    """True when `score_choices` works (the embedded backend)."""
+
+    async def score_choices(
+        self, messages: Sequence[Message], *, reply_prefix: str, choices: Sequence[str]
+    ) -> ChoiceScores:
+        """How likely the reply, after `reply_prefix`, goes on with each of `choices`.
+
+        Reads the next-token distribution once (no sampling, no decoding loop): each
+        choice gets the log-probability of its first token, so the choices must differ in
+        their first token after `reply_prefix`. Raises `BackendRequestError` where the
+        backend cannot do this (`supports_choice_scoring` is False).
+        """
+        raise BackendRequestError(f"the {self.name} backend cannot score choices")
 
     async def ready(self) -> bool:
         """True when the backend can take requests now."""

@@ -9,14 +9,16 @@ passes (half-open): success closes the circuit, failure opens it again.
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from rubricate.common.metrics import CIRCUIT_OPEN
-from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import TransportError
 
 log = logging.getLogger("rubricate.llm.circuit")
+
+_T = TypeVar("_T")
 
 
 class CircuitOpenError(TransportError):
@@ -41,6 +43,7 @@ class CircuitBreakerBackend(LLMBackend):
         self.inner = inner
         self.name = inner.name
         self.model = inner.model
+        self.supports_choice_scoring = inner.supports_choice_scoring
         self.failure_threshold = failure_threshold
         self.cooldown_s = cooldown_s
         self._clock = clock
@@ -56,6 +59,16 @@ class CircuitBreakerBackend(LLMBackend):
         return "half_open" if self._clock() - self._opened_at >= self.cooldown_s else "open"
 
     async def complete(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
+        return await self._guarded(lambda: self.inner.complete(messages, params))
+
+    async def score_choices(
+        self, messages: Sequence[Message], *, reply_prefix: str, choices: Sequence[str]
+    ) -> ChoiceScores:
+        return await self._guarded(
+            lambda: self.inner.score_choices(messages, reply_prefix=reply_prefix, choices=choices)
+        )
+
+    async def _guarded(self, call: Callable[[], Awaitable[_T]]) -> _T:
         state = self.state
         if state == "open":
             assert self._opened_at is not None
@@ -72,12 +85,12 @@ class CircuitBreakerBackend(LLMBackend):
                     retry_after_s=1.0,
                 )
             async with self._trial:
-                return await self._call(messages, params)
-        return await self._call(messages, params)
+                return await self._call(call)
+        return await self._call(call)
 
-    async def _call(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
+    async def _call(self, call: Callable[[], Awaitable[_T]]) -> _T:
         try:
-            completion = await self.inner.complete(messages, params)
+            result = await call()
         except TransportError:
             self._failures += 1
             if self._failures >= self.failure_threshold or self._opened_at is not None:
@@ -91,7 +104,7 @@ class CircuitBreakerBackend(LLMBackend):
         self._failures = 0
         self._opened_at = None
         CIRCUIT_OPEN.labels(self.name).set(0)
-        return completion
+        return result
 
     def __getattr__(self, name: str) -> Any:
         """Capabilities of the wrapped backend (e.g. logprob support) stay visible."""

@@ -25,12 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import BackendRequestError, ModelFileError
 from rubricate.llm.openai_format import chat_messages, completion_from_response
 from rubricate.llm.settings import LLMSettings
 
 if TYPE_CHECKING:
+    from llama_cpp.llama import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
     from llama_cpp.llama_grammar import LlamaGrammar
 
 log = logging.getLogger("rubricate.llm.embedded")
@@ -41,6 +43,7 @@ _TOP_K = 40
 
 class EmbeddedBackend(LLMBackend):
     name = "embedded"
+    supports_choice_scoring = True
 
     def __init__(
         self,
@@ -81,6 +84,8 @@ class EmbeddedBackend(LLMBackend):
         """Held by the worker thread itself: a cancelled caller releases the asyncio lock,
         while its generation still runs to the end."""
         self._grammars: dict[str, LlamaGrammar | None] = {}
+        self._formatter: Jinja2ChatFormatter | None = None
+        self._first_tokens: dict[tuple[str, tuple[str, ...]], list[int]] = {}
         log.info(
             "embedded.loaded model=%s path=%s n_ctx=%d seconds=%.2f",
             self.model,
@@ -180,6 +185,105 @@ class EmbeddedBackend(LLMBackend):
                 raise BackendRequestError(f"llama.cpp failed: {exc}") from exc
         return cast(dict[str, Any], response)
 
+    async def score_choices(
+        self, messages: Sequence[Message], *, reply_prefix: str, choices: Sequence[str]
+    ) -> ChoiceScores:
+        async with self._async_lock:
+            started = time.perf_counter()
+            logprobs, prompt_tokens = await asyncio.to_thread(
+                self._score, messages, reply_prefix, tuple(choices)
+            )
+            latency = time.perf_counter() - started
+        return ChoiceScores(
+            logprobs=logprobs,
+            prompt_tokens=prompt_tokens,
+            latency_s=latency,
+            model=self.model,
+            backend=self.name,
+        )
+
+    def _score(
+        self, messages: Sequence[Message], reply_prefix: str, choices: tuple[str, ...]
+    ) -> tuple[dict[str, float], int]:
+        """One forward pass over the chat prompt + `reply_prefix`; log-softmax of the last
+        position's logits at each choice's first token. The prompt shares the KV cache with
+        `create_chat_completion` (same prefix matching), so a cached answer block is reused.
+        """
+        import llama_cpp
+        import numpy as np
+
+        with self._thread_lock:
+            llm = self._llm
+            if llm is None:
+                raise BackendRequestError("the embedded backend is closed")
+            prompt = self._format(llm, messages) + reply_prefix
+            # as create_chat_completion tokenizes (BOS only where the vocabulary asks for
+            # it), so both paths share the KV cache
+            tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+            if len(tokens) >= self.n_ctx:
+                raise BackendRequestError(
+                    f"llama.cpp rejected the request: prompt of {len(tokens)} tokens exceeds "
+                    f"the context window ({self.n_ctx})"
+                )
+            first = self._choice_tokens(llm, reply_prefix, choices)
+            cached = 0
+            limit = min(llm.n_tokens, len(tokens) - 1)  # the last token is always evaluated
+            while cached < limit and llm.input_ids[cached] == tokens[cached]:
+                cached += 1
+            llm.n_tokens = cached
+            try:
+                llm.eval(tokens[cached:])
+            except RuntimeError as exc:
+                llm.n_tokens = 0
+                raise BackendRequestError(f"llama.cpp failed: {exc}") from exc
+            pointer = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+            logits = np.ctypeslib.as_array(pointer, shape=(llm.n_vocab(),)).astype(np.float64)
+            top = float(logits.max())
+            log_total = top + float(np.log(np.exp(logits - top).sum()))
+            return {
+                c: float(logits[t]) - log_total for c, t in zip(choices, first, strict=True)
+            }, len(tokens)
+
+    def _format(self, llm: "Llama", messages: Sequence[Message]) -> str:
+        if self._formatter is None:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            template = llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise BackendRequestError(
+                    f"{self.model_path.name} has no chat template: cannot score choices"
+                )
+            self._formatter = Jinja2ChatFormatter(
+                template=template,
+                eos_token=_token_text(llm, llm.token_eos()),
+                bos_token=_token_text(llm, llm.token_bos()),
+            )
+        return self._formatter(messages=cast(Any, chat_messages(messages))).prompt
+
+    def _choice_tokens(
+        self, llm: "Llama", reply_prefix: str, choices: tuple[str, ...]
+    ) -> list[int]:
+        key = (reply_prefix, choices)
+        if key not in self._first_tokens:
+            base = llm.tokenize(reply_prefix.encode("utf-8"), add_bos=False, special=False)
+            first: list[int] = []
+            for choice in choices:
+                full = llm.tokenize(
+                    (reply_prefix + choice).encode("utf-8"), add_bos=False, special=False
+                )
+                if full[: len(base)] != base or len(full) == len(base):
+                    raise BackendRequestError(
+                        f"choice {choice!r} does not tokenize as a continuation of {reply_prefix!r}"
+                    )
+                first.append(full[len(base)])
+            if len(set(first)) != len(first):
+                raise BackendRequestError(
+                    f"choices {list(choices)} share a first token after {reply_prefix!r}: "
+                    "they cannot be told apart in one step"
+                )
+            self._first_tokens[key] = first
+        return self._first_tokens[key]
+
     async def ready(self) -> bool:
         return self._llm is not None
 
@@ -192,6 +296,12 @@ class EmbeddedBackend(LLMBackend):
             if self._llm is not None:
                 self._llm.close()
                 self._llm = None
+
+
+def _token_text(llm: "Llama", token: int) -> str:
+    if token < 0:
+        return ""
+    return llm.detokenize([token], special=True).decode("utf-8", "replace")
 
 
 _MAX_ENUMERATED_INTS = 64

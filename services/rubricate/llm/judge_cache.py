@@ -20,7 +20,14 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from rubricate.common.metrics import JUDGE_CACHE
-from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message, TokenLogprob
+from rubricate.llm.base import (
+    ChoiceScores,
+    Completion,
+    GenerationParams,
+    LLMBackend,
+    Message,
+    TokenLogprob,
+)
 
 log = logging.getLogger("rubricate.llm.cache")
 
@@ -125,6 +132,7 @@ class CachingBackend(LLMBackend):
         self.cache = cache
         self.name = inner.name
         self.model = inner.model
+        self.supports_choice_scoring = inner.supports_choice_scoring
         self._in_flight: dict[str, asyncio.Future[Completion]] = {}
 
     async def complete(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
@@ -164,6 +172,12 @@ class CachingBackend(LLMBackend):
             JUDGE_CACHE.labels("error").inc()
             log.warning("judge_cache.unavailable error=%s", type(exc).__name__)
         return completion
+
+    async def score_choices(
+        self, messages: Sequence[Message], *, reply_prefix: str, choices: Sequence[str]
+    ) -> ChoiceScores:
+        """Not cached: one forward pass over a mostly KV-cached prompt costs little."""
+        return await self.inner.score_choices(messages, reply_prefix=reply_prefix, choices=choices)
 
     def __getattr__(self, name: str) -> Any:
         """Capabilities of the wrapped backend (e.g. logprob support) stay visible."""

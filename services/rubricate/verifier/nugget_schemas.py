@@ -1,6 +1,6 @@
 """Wire models of the verifier's nugget-label task (`POST /v1/tasks/nugget-labels`)."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -42,4 +42,11 @@ class NuggetLabelsResponse(TaskResponse):
     repairs: int = 0
     """Calls whose reply had to be repaired (wrong label count or unreadable)."""
     formats: list[str] = Field(default_factory=list)
-    """The label formats the replies were read as, one per call, block-major."""
+    """The label formats the replies were read as, one per call, block-major (`choices`
+    for calls of the choice-scoring design)."""
+    design: Literal["generate", "choices"] = "generate"
+    """`generate`: the model writes the labels; `choices`: one forward pass per (block,
+    nugget) reads p(label) at the label's first token (backends that can, e.g. embedded)."""
+    calibration: str | None = None
+    """The model name of the label calibration applied (choices design, long mode), or null
+    when labels are the model's most probable ones."""

@@ -5,16 +5,31 @@ serves one call at a time (llama.cpp) sees consecutive prompts with the same blo
 and reuses its KV cache; a concurrent backend (vLLM) gets them all at once, up to
 `concurrency`. On the embedded backend whole requests also run one at a time, so the calls
 of concurrent requests (a trainer's batch) do not interleave and evict each other's block
-prefix. A reply with the wrong number of labels, or none, gets one repair call that
-quotes the problem; if that fails too the whole request fails with `OutputParseError`
-(HTTP 502 `judge_output_invalid`) carrying the usage spent, never a label made up.
+prefix.
+
+Two designs (chosen by measurement, docs/judge-quality.md). `generate`: the model writes the
+label list. `choices` (the default where the backend can score choices, i.e. embedded): one
+forward pass per (block, nugget) over the prompt plus the reply's opening `["` reads
+p(label) at each label's first token; nothing is decoded, so there is nothing to parse or
+repair. In long mode a fitted `LabelCalibration` for the backend's model (shipped under
+`verifier/calibrations/`, or `RUBRICATE_NUGGET_TASK_CALIBRATION=FILE`) turns those
+probabilities and the word overlap into calibrated ones; the label is the most probable.
+
+In the generate design a reply with the wrong number of labels, or none, gets one repair
+call that quotes the problem; if that fails too the whole request fails with
+`OutputParseError` (HTTP 502 `judge_output_invalid`) carrying the usage spent, never a
+label made up.
 """
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -22,6 +37,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rubricate.common.metrics import JUDGE_LATENCY, LLM_RETRIES, LLM_TOKENS, PARSE_FAILURES
 from rubricate.common.model_server import TaskSettings
 from rubricate.common.schemas import UsageOut
+from rubricate.core.errors import DomainError
+from rubricate.core.lexical import overlap
+from rubricate.core.nugget_calibration import LabelCalibration
 from rubricate.core.nuggets import (
     DEFAULT_BATCH_SIZE,
     EMBEDDED_BATCH_SIZE,
@@ -30,8 +48,8 @@ from rubricate.core.nuggets import (
     NuggetMode,
     labels_for,
 )
-from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
-from rubricate.llm.errors import LLMError, OutputParseError, TransportError
+from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.errors import BackendRequestError, LLMError, OutputParseError, TransportError
 from rubricate.llm.retry import call_with_retries
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.tasks import nugget_labels
@@ -52,6 +70,11 @@ from rubricate.verifier.nugget_schemas import (
 log = logging.getLogger("rubricate.verifier.nuggets")
 
 TASK = "nugget_verification"  # the judge metrics' task label (common.metrics.JUDGE_TASKS)
+
+REPLY_PREFIX = '["'
+"""How a JSON label reply opens: the choices design reads the next token after it."""
+
+Design = Literal["generate", "choices"]
 
 
 class NuggetTaskSettings(BaseSettings):
@@ -78,6 +101,48 @@ class NuggetTaskSettings(BaseSettings):
     """Model calls in flight per request."""
     top_logprobs: int = Field(default=5, ge=2, le=20)
     """Alternatives per token read for label probabilities."""
+    design: Literal["auto", "generate", "choices"] = "auto"
+    """`auto`: `choices` where the backend can score choices (embedded) and the prompt asks
+    for JSON without reasoning, else `generate`."""
+    calibration: str = "auto"
+    """Long-mode label calibration for the choices design: `auto` (the shipped one for the
+    backend's model, if any), `off` (the most probable raw label), or a JSON file path."""
+
+
+def shipped_calibration(model: str) -> LabelCalibration | None:
+    """The calibration shipped for `model` (verifier/calibrations/MODEL.json), if any."""
+    folder = resources.files("rubricate.verifier") / "calibrations"
+    entry = folder / f"{model}.json"
+    if not entry.is_file():
+        return None
+    return LabelCalibration.loads(entry.read_text(encoding="utf-8"))
+
+
+def load_calibration(setting: str, *, model: str) -> LabelCalibration | None:
+    """The calibration `setting` names for a backend serving `model`.
+
+    A file fitted for another model is refused (its weights mean nothing for this one).
+    """
+    if setting == "off":
+        return None
+    if setting == "auto":
+        return shipped_calibration(model)
+    path = Path(setting).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DomainError(
+            f"RUBRICATE_NUGGET_TASK_CALIBRATION={setting}: cannot read it ({exc})",
+            field="calibration",
+        ) from exc
+    calibration = LabelCalibration.loads(text)
+    if calibration.model != model:
+        raise DomainError(
+            f"RUBRICATE_NUGGET_TASK_CALIBRATION={setting} was fitted for {calibration.model!r}, "
+            f"but the backend serves {model!r}",
+            field="calibration",
+        )
+    return calibration
 
 
 @dataclass
@@ -99,6 +164,26 @@ class NuggetLabelService:
         self.llm = llm
         self.settings = settings or NuggetTaskSettings()
         self._one_request_at_a_time = asyncio.Lock() if backend.name == "embedded" else None
+        self.design: Design = self._design()
+        self.calibration = (
+            load_calibration(self.settings.calibration, model=backend.model)
+            if self.design == "choices"
+            else None
+        )
+
+    def _design(self) -> Design:
+        s = self.settings
+        can = self.backend.supports_choice_scoring and s.output_format == "json" and not s.reasoning
+        if s.design == "choices" and not can:
+            raise DomainError(
+                "RUBRICATE_NUGGET_TASK_DESIGN=choices needs a backend that scores choices "
+                f"(embedded; this is {self.backend.name}) and output_format=json without "
+                "reasoning",
+                field="design",
+            )
+        if s.design == "auto":
+            return "choices" if can else "generate"
+        return s.design
 
     @classmethod
     def factory(
@@ -107,6 +192,8 @@ class NuggetLabelService:
         return cls(backend=backend, llm=llm)
 
     def default_batch_size(self) -> int:
+        if self.design == "choices":
+            return 1
         if self.settings.batch_size is not None:
             return self.settings.batch_size
         return EMBEDDED_BATCH_SIZE if self.backend.name == "embedded" else DEFAULT_BATCH_SIZE
@@ -119,7 +206,7 @@ class NuggetLabelService:
 
     async def _label(self, request: NuggetLabelsRequest) -> NuggetLabelsResponse:
         nuggets = request.nuggets
-        size = request.batch_size or self.default_batch_size()
+        size = 1 if self.design == "choices" else request.batch_size or self.default_batch_size()
         batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]
         jobs = [(b, k, batch) for b in range(len(request.blocks)) for k, batch in batches]
         usage = Usage()
@@ -127,6 +214,8 @@ class NuggetLabelService:
 
         async def run(b: int, batch: Sequence[str]) -> _Call:
             async with gate:
+                if self.design == "choices":
+                    return await self._choose(request, b, batch[0], usage)
                 return await self._judge(request, b, batch, usage)
 
         started = time.perf_counter()
@@ -172,7 +261,12 @@ class NuggetLabelService:
             usage=UsageOut.of(usage),
             model=self.backend.model,
             backend=self.backend.name,
+            design=self.design,
+            calibration=self._calibration_for(request.mode),
         )
+
+    def _calibration_for(self, mode: NuggetMode) -> str | None:
+        return self.calibration.model if self.calibration and mode == "long" else None
 
     def _params(self, *, n: int, mode: NuggetMode, logprobs: bool) -> GenerationParams:
         s = self.settings
@@ -189,6 +283,74 @@ class NuggetLabelService:
             schema_name=nugget_labels.SCHEMA_NAME,
             logprobs=s.top_logprobs if logprobs else None,
         )
+
+    async def _choose(
+        self, request: NuggetLabelsRequest, b: int, nugget: str, usage: Usage
+    ) -> _Call:
+        """The choices design: p(label) from one forward pass, then the calibrated label."""
+        allowed = labels_for(request.mode)
+        messages = nugget_labels.build_messages(
+            question=request.question,
+            block=request.blocks[b],
+            block_index=b,
+            n_blocks=len(request.blocks),
+            nuggets=[nugget],
+            mode=request.mode,
+            fmt="json",
+            max_block_chars=self.settings.max_block_chars,
+        )
+        scores = await self._scored(messages, allowed, usage)
+        top = max(scores.logprobs.values())
+        weights = {lab: math.exp(scores.logprobs[lab] - top) for lab in allowed}
+        total = math.fsum(weights.values())
+        probabilities: dict[Label, float] = {lab: w / total for lab, w in weights.items()}
+        calibration = self.calibration if request.mode == "long" else None
+        if calibration is not None:
+            probabilities = calibration.probabilities(
+                probabilities, overlap(nugget, request.blocks[b])
+            )
+        label = max(allowed, key=lambda lab: probabilities[lab])
+        parsed = ParsedLabels(labels=[label], spans=[(0, 0)], format="choices")
+        return _Call(parsed=parsed, probabilities=[probabilities], repaired=False)
+
+    def _on_retry(self, n: int, exc: TransportError, delay: float) -> None:
+        LLM_RETRIES.labels(TASK, "transport").inc()
+        log.warning(
+            "llm.retry task=%s backend=%s retry=%d delay_s=%.2f error=%s",
+            TASK,
+            self.backend.name,
+            n,
+            delay,
+            exc,
+        )
+
+    async def _scored(
+        self, messages: Sequence[Message], allowed: Sequence[Label], usage: Usage
+    ) -> ChoiceScores:
+        try:
+            scores = await call_with_retries(
+                lambda: self.backend.score_choices(
+                    messages, reply_prefix=REPLY_PREFIX, choices=allowed
+                ),
+                max_retries=self.llm.max_retries,
+                base_s=self.llm.backoff_base_s,
+                max_s=self.llm.backoff_max_s,
+                on_retry=self._on_retry,
+            )
+        except LLMError as exc:
+            usage.merge(exc.usage)
+            exc.usage = replace(usage)
+            raise
+        if set(scores.logprobs) != set(allowed) or not all(
+            math.isfinite(v) for v in scores.logprobs.values()
+        ):
+            raise BackendRequestError(
+                f"{TASK}: the backend scored {sorted(scores.logprobs)} for {list(allowed)}"
+            )
+        usage.record(
+            prompt_tokens=scores.prompt_tokens, completion_tokens=0, latency_s=scores.latency_s
+        )
+        return scores
 
     async def _judge(
         self, request: NuggetLabelsRequest, b: int, batch: Sequence[str], usage: Usage
@@ -247,24 +409,13 @@ class NuggetLabelService:
     async def _call(
         self, messages: Sequence[Message], params: GenerationParams, usage: Usage
     ) -> Completion:
-        def on_retry(n: int, exc: TransportError, delay: float) -> None:
-            LLM_RETRIES.labels(TASK, "transport").inc()
-            log.warning(
-                "llm.retry task=%s backend=%s retry=%d delay_s=%.2f error=%s",
-                TASK,
-                self.backend.name,
-                n,
-                delay,
-                exc,
-            )
-
         try:
             completion = await call_with_retries(
                 lambda: self.backend.complete(messages, params),
                 max_retries=self.llm.max_retries,
                 base_s=self.llm.backoff_base_s,
                 max_s=self.llm.backoff_max_s,
-                on_retry=on_retry,
+                on_retry=self._on_retry,
             )
         except LLMError as exc:
             usage.merge(exc.usage)
