@@ -75,6 +75,12 @@ class JudgeInfo(BaseModel):
     """Verifier calls whose reply had to be repaired."""
     lexical_prior: str | None = None
     """The word-overlap correction applied to the model's labels (`off` when none)."""
+    design: str = "generate"
+    """How the verifier labelled: `generate` (the model wrote labels) or `choices` (label
+    probabilities from one forward pass per pair)."""
+    calibration: str | None = None
+    """The model whose fitted label calibration decided the labels (choices design, long
+    mode), or null."""
 
 
 class NuggetVerifyResponse(BaseModel):

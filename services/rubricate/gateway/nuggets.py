@@ -139,6 +139,8 @@ class NuggetService:
                 backend=out.backend,
                 repairs=out.repairs,
                 lexical_prior=None if request.mode == "short" else self.settings.lexical_prior,
+                design=out.design,
+                calibration=out.calibration,
             )
             used_batch_size = out.batch_size
 

@@ -90,6 +90,8 @@ async def test_long_mode_reward_max_pools_over_paragraphs(nuggets: Nuggets) -> N
         "backend": "fake",
         "repairs": 0,
         "lexical_prior": "off",
+        "design": "generate",
+        "calibration": None,
     }
     assert out["soft_reward"] is None
 
