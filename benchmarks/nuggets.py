@@ -1,18 +1,22 @@
 """Nugget benchmarks. Prints figures; asserts nothing.
 
-1. Verification throughput: nuggets judged per second through `POST /v1/nuggets/verify` on
-   the embedded model (real CPU inference), for per-call batch sizes 1 and 10, on a few
-   real records of the RAG24 dev file (`../shared/data/rag24-nuggets-dev.jsonl`).
-   Batch size 1 makes one call per (block, nugget) with the block as a cached prefix;
-   10 makes one call per (block, ten nuggets). A warm-up request on another record runs
-   first, so the first series does not pay for loading the model's pages.
+1. Verification throughput: nuggets judged per second (and seconds per nugget) through
+   `POST /v1/nuggets/verify` on the embedded model (real CPU inference), on a few real
+   records of the RAG24 dev file (`../shared/data/rag24-nuggets-dev.jsonl`), per verifier
+   design: `choices` (the embedded default: one forward pass per (block, nugget), the block
+   a cached prefix) and `generate` with per-call batch sizes 1 and 10 (one call per (block,
+   nugget) or per (block, ten nuggets)). Each design runs on its own platform; a warm-up
+   request on another record runs first, so the first series does not pay for loading the
+   model's pages.
 
-    python benchmarks/nuggets.py [--records 2] [--nuggets 8] [--batch-sizes 1 10] [--no-warmup]
+    python benchmarks/nuggets.py [--records 2] [--nuggets 8] [--designs choices generate]
+        [--batch-sizes 1 10] [--no-warmup]
 """
 
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -42,6 +46,7 @@ def load_records(path: Path, *, records: int, nuggets: int) -> list[dict[str, An
 
 @dataclass
 class Throughput:
+    design: str
     batch_size: int
     nuggets: int
     wall_s: float
@@ -56,29 +61,38 @@ class Throughput:
 
 
 async def verification_throughput(
-    records: list[dict[str, Any]], *, batch_sizes: list[int], warmup: dict[str, Any] | None
+    records: list[dict[str, Any]],
+    *,
+    designs: list[str],
+    batch_sizes: list[int],
+    warmup: dict[str, Any] | None,
 ) -> list[Throughput]:
-    """Figure 1: nuggets judged per second per batch size (one request per record, in turn)."""
+    """Figure 1: nuggets judged per second per design and batch size (one request per
+    record, in turn). The choices design ignores the batch size: it runs once."""
     print("== nugget verification throughput, embedded model (CPU) ==", flush=True)
     results: list[Throughput] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        async with EmbeddedPlatform(data_dir=Path(tmp), ports=dict.fromkeys(SERVICES, 0)) as p:
-            print(f"platform and model loaded in {time.perf_counter() - t0:.1f} s", flush=True)
-            async with httpx.AsyncClient(base_url=p.urls["gateway"], timeout=3600) as client:
-                if warmup is not None:
-                    t1 = time.perf_counter()
-                    await _run(client, [warmup], batch_size=1, quiet=True)
-                    print(f"warm-up request {time.perf_counter() - t1:.1f} s", flush=True)
-                for size in batch_sizes:
-                    results.append(await _run(client, records, batch_size=size))
+    for design in designs:
+        os.environ["RUBRICATE_NUGGET_TASK_DESIGN"] = design  # read when the verifier starts
+        sizes = [1] if design == "choices" else batch_sizes
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            async with EmbeddedPlatform(data_dir=Path(tmp), ports=dict.fromkeys(SERVICES, 0)) as p:
+                print(f"[{design}] platform and model loaded in {time.perf_counter() - t0:.1f} s")
+                async with httpx.AsyncClient(base_url=p.urls["gateway"], timeout=3600) as client:
+                    if warmup is not None:
+                        t1 = time.perf_counter()
+                        await _run(client, [warmup], design=design, batch_size=1, quiet=True)
+                        print(f"[{design}] warm-up request {time.perf_counter() - t1:.1f} s")
+                    for size in sizes:
+                        results.append(await _run(client, records, design=design, batch_size=size))
     print(
-        f"{'batch':>5} {'nuggets':>7} {'wall s':>8} {'nuggets/s':>9} {'s/nugget':>8} "
-        f"{'calls':>5} {'prompt tok':>10} {'compl tok':>9} {'failed':>6}"
+        f"{'design':>8} {'batch':>5} {'nuggets':>7} {'wall s':>8} {'nuggets/s':>9} "
+        f"{'s/nugget':>8} {'calls':>5} {'prompt tok':>10} {'compl tok':>9} {'failed':>6}"
     )
     for r in results:
         print(
-            f"{r.batch_size:>5} {r.nuggets:>7} {r.wall_s:>8.1f} {r.nuggets_per_s:>9.3f} "
+            f"{r.design:>8} {r.batch_size:>5} {r.nuggets:>7} {r.wall_s:>8.1f} "
+            f"{r.nuggets_per_s:>9.3f} "
             f"{r.wall_s / max(1, r.nuggets):>8.2f} {r.calls:>5} {r.prompt_tokens:>10} "
             f"{r.completion_tokens:>9} {r.failures:>6}"
         )
@@ -89,10 +103,11 @@ async def _run(
     client: httpx.AsyncClient,
     records: list[dict[str, Any]],
     *,
+    design: str,
     batch_size: int,
     quiet: bool = False,
 ) -> Throughput:
-    out = Throughput(batch_size, 0, 0.0, 0, 0, 0, 0)
+    out = Throughput(design, batch_size, 0, 0.0, 0, 0, 0, 0)
     for rec in records:
         body = {
             "question": rec["question"],
@@ -128,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--records", type=int, default=2)
     parser.add_argument("--nuggets", type=int, default=8, help="nuggets per record")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 10])
+    parser.add_argument(
+        "--designs", nargs="+", choices=("choices", "generate"), default=["choices", "generate"]
+    )
+    parser.add_argument(
+        "--batch-sizes", type=int, nargs="+", default=[1, 10], help="generate design only"
+    )
     parser.add_argument("--no-warmup", action="store_true", help="measure from a cold start")
     args = parser.parse_args(argv)
     if not args.data.exists():
@@ -137,7 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_records(args.data, records=args.records + 1, nuggets=args.nuggets)
     warmup = {**loaded[-1], "nuggets": loaded[-1]["nuggets"][:1]} if not args.no_warmup else None
     records = loaded[: args.records]
-    asyncio.run(verification_throughput(records, batch_sizes=args.batch_sizes, warmup=warmup))
+    asyncio.run(
+        verification_throughput(
+            records, designs=args.designs, batch_sizes=args.batch_sizes, warmup=warmup
+        )
+    )
     return 0
 
 
