@@ -72,7 +72,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         default=None,
         help="file of topic ids (whitespace-separated) to leave out, e.g. an evaluation slice",
     )
-    calibrate.add_argument("--l2", type=float, default=0.1, help="L2 penalty (default 0.1)")
+    calibrate.add_argument("--l2", type=float, default=0.01, help="L2 penalty (default 0.01)")
     calibrate.set_defaults(func=_eval_calibrate)
 
     from rubricate.evaluation.degrade import KINDS
