@@ -199,6 +199,22 @@ def test_images_install_the_package_the_way_pyproject_describes() -> None:
     assert "RUBRICATE_LLM_BACKEND=vllm" in " ".join(i.value for i in runtime.all("ENV"))
 
 
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_llama_cpp_is_compiled_in_its_own_layer_not_from_pips_wheel_cache(name: str) -> None:
+    # pip keys a wheel it built from an sdist on the sdist alone, not on CMAKE_ARGS: through a
+    # shared pip cache mount, a wheel from an earlier build with other LLAMA_CMAKE_ARGS (say
+    # -march=native) would be reused. One RUN before the sources are copied compiles it with
+    # --no-cache-dir, so the layer cache keys it on LLAMA_CMAKE_ARGS and pyproject.toml.
+    _, _, (builder, _) = read_dockerfile(DOCKER_DIR / name)
+    runs = builder.all("RUN")
+    (llama,) = [i for i in runs if 'CMAKE_ARGS="${LLAMA_CMAKE_ARGS}"' in i.value]
+    assert "--no-cache-dir" in llama.value and "--mount=type=cache" not in llama.value
+    assert re.search(r'--no-deps --wheel-dir /wheels "\$\{llama_req\}"$', llama.value)
+    earlier = [i for i in builder.instructions if i.line < llama.line]
+    assert [i.value for i in earlier if i.keyword == "COPY"] == ["pyproject.toml ./"]
+    assert not any("CMAKE_ARGS" in i.value for i in runs if i is not llama)
+
+
 def test_dockerignore_keeps_the_build_inputs_and_drops_the_rest() -> None:
     patterns = dockerignore_patterns()
     needed = [
