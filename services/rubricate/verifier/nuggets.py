@@ -104,6 +104,8 @@ class NuggetTaskSettings(BaseSettings):
     design: Literal["auto", "generate", "choices"] = "auto"
     """`auto`: `choices` where the backend can score choices (embedded) and the prompt asks
     for JSON without reasoning, else `generate`."""
+    examples: bool = False
+    """Add worked examples of the three labels to the system prompt (long mode)."""
     calibration: str = "auto"
     """Long-mode label calibration for the choices design: `auto` (the shipped one for the
     backend's model, if any), `off` (the most probable raw label), or a JSON file path."""
@@ -298,6 +300,7 @@ class NuggetLabelService:
             mode=request.mode,
             fmt="json",
             max_block_chars=self.settings.max_block_chars,
+            examples=self.settings.examples,
         )
         scores = await self._scored(messages, allowed, usage)
         top = max(scores.logprobs.values())
@@ -367,6 +370,7 @@ class NuggetLabelService:
             fmt=s.output_format,
             reasoning=s.reasoning,
             max_block_chars=s.max_block_chars,
+            examples=s.examples,
         )
         params = self._params(n=len(batch), mode=request.mode, logprobs=request.label_probabilities)
         first = await self._call(messages, params, usage)

@@ -42,10 +42,24 @@ nugget), then give the final labels after </reasoning>."""
 
 _NO_REASONING = "Reply with the labels only: no explanations, no other text."
 
+_EXAMPLES = """Worked examples (passage -> nugget -> label):
+1. "The bridge opened in 1937 and spans 2.7 km." -> "The bridge opened in 1937" -> support
+2. "Aspirin lowers fever and eases pain." -> "Aspirin reduces fever" -> support
+3. "The bridge opened in the late 1930s." -> "The bridge opened in 1937" -> partial_support
+4. "Aspirin eases pain." -> "Aspirin eases pain and lowers fever" -> partial_support
+5. "Aspirin is widely used." -> "Aspirin lowers fever" -> not_support
+6. "The bridge is painted red." -> "The bridge opened in 1937" -> not_support"""
 
-def system_prompt(*, mode: NuggetMode, reasoning: bool) -> str:
+
+def system_prompt(*, mode: NuggetMode, reasoning: bool, examples: bool = False) -> str:
+    """The task's rules; `examples` adds short worked examples of the three long-mode labels
+    (in the system prompt, so they are part of every call's cached prefix)."""
     rules = _RULES_SHORT if mode == "short" else _RULES_LONG
-    return "\n".join([rules, _COMMON, _REASONING if reasoning else _NO_REASONING])
+    parts = [rules, _COMMON]
+    if examples and mode == "long":
+        parts.append(_EXAMPLES)
+    parts.append(_REASONING if reasoning else _NO_REASONING)
+    return "\n".join(parts)
 
 
 def build_messages(
@@ -59,6 +73,7 @@ def build_messages(
     fmt: LabelFormat,
     reasoning: bool = False,
     max_block_chars: int = 6000,
+    examples: bool = False,
 ) -> list[Message]:
     labels = labels_for(mode)
     material = escape_untrusted(clip(block, max_chars=max_block_chars))
@@ -82,7 +97,7 @@ def build_messages(
         f"Labels: {' / '.join(labels)}. Reply with {format_instruction(fmt, n=n, labels=labels)}",
     ]
     return [
-        Message("system", system_prompt(mode=mode, reasoning=reasoning)),
+        Message("system", system_prompt(mode=mode, reasoning=reasoning, examples=examples)),
         Message("user", "\n".join([*head, *items, *tail])),
     ]
 
