@@ -85,7 +85,7 @@ bench-fast: setup  ## the benchmarks' figures that need no real model (fake judg
 demo-corpus: setup  ## fetch the mining demo corpus (Debian python3.11-doc) and print its folder
 	$(BIN)/python -m rubricate.miner.demo_corpus --subset small
 
-# Opt-in, not part of `make test`: needs root, ~20 min; builds deploy/docker/ with buildah and
+# Opt-in, not part of `make test`: needs root, ~30 min; builds deploy/docker/ with buildah and
 # runs the images with podman (no Docker engine needed), see docs/deploy.md
 .PHONY: image-check
 image-check:  ## build the images with buildah, run them with podman, print sizes, user, health

@@ -4,15 +4,16 @@
 # made from Debian packages (debootstrap + Debian's Python 3.11). Prints a summary: image
 # sizes, the user the containers run as, `rubricate --help`, the HEALTHCHECK against /healthz.
 #
-# Usage (as root; about 20 minutes the first time on 2 cores, most of it compiling
-# llama-cpp-python, whose wheel the later builders take from the shared pip cache):
+# Usage (as root; about 30 minutes the first time on 2 shared cores, most of it compiling
+# llama-cpp-python: once for the two CPU images, which share that layer, and once for the GPU
+# image's builder):
 #
 #   sudo deploy/scripts/check_images.sh [--only service,model-cpu,model-gpu]
 #                                       [--embedded-model qwen2.5-coder-1.5b|smollm2-135m]
 #                                       [--rebuild-base] [--keep]
 #
-# `make image-check` runs it. Opt-in, not part of `make test`: it needs root, buildah, podman
-# and debootstrap (installed with apt-get when missing), a Debian mirror and PyPI.
+# `make image-check` runs it. Opt-in, not part of `make test`: it needs root, buildah, podman,
+# runc and debootstrap (installed with apt-get when missing), a Debian mirror and PyPI.
 #
 # What it does, and how it differs from `docker build` on a machine with Docker Hub:
 # - Base image: `localhost/rubricate-check/python:3.11-slim-bookworm`, built once from
@@ -36,7 +37,8 @@
 #
 # Environment: WORK_DIR (default /var/tmp/rubricate-image-check: storage, logs, base rootfs),
 # STORAGE_DRIVER (overlay; vfs also works, slower and several times the disk),
-# DEBIAN_MIRROR, TORCH_INDEX_URL (skip the detection), TORCH_WHEEL_DIR, HEALTH_TIMEOUT_S.
+# DEBIAN_MIRROR, TORCH_INDEX_URL (skip the detection), TORCH_WHEEL_DIR, TORCH_INDEX_PORT
+# (38471), CA_BUNDLE (see below), HEALTH_TIMEOUT_S.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -82,9 +84,9 @@ CA_MOUNT=()
 # the host's own limits (nproc: no more than pid_max, which is what the runtime gets).
 nproc_limit="$(ulimit -Hu)"
 pid_max="$(cat /proc/sys/kernel/pid_max)"
-[[ $nproc_limit == unlimited ]] || ((nproc_limit > pid_max)) && nproc_limit="$pid_max"
+if [[ $nproc_limit == unlimited ]] || ((nproc_limit > pid_max)); then nproc_limit="$pid_max"; fi
 nofile_limit="$(ulimit -Hn)"
-[[ $nofile_limit == unlimited ]] && nofile_limit=1048576
+if [[ $nofile_limit == unlimited ]]; then nofile_limit=1048576; fi
 LIMITS=(--ulimit "nofile=$nofile_limit:$nofile_limit" --ulimit "nproc=$nproc_limit:$nproc_limit")
 
 declare -a SUMMARY=()
@@ -95,6 +97,7 @@ pass() { row "$1" "$2" "PASS ${3:-}"; }
 fail() { row "$1" "$2" "FAIL ${3:-}"; FAILED=1; }
 
 CLEANUP=()
+# shellcheck disable=SC2329  # called by the trap
 cleanup() { local c; for c in "${CLEANUP[@]}"; do eval "$c" || true; done; }
 trap cleanup EXIT
 
@@ -201,7 +204,12 @@ if [[ -z ${TORCH_INDEX_URL:-} ]] && (wants service || wants model-cpu); then
         mkdir -p "$WORK_DIR/torch-index/torch"
         rm -f "$WORK_DIR"/torch-index/torch/*.whl
         ln -s "$wheel" "$WORK_DIR/torch-index/torch/"
-        port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+        # a fixed port: the URL is a build argument, so a new one would miss the layer cache
+        port="${TORCH_INDEX_PORT:-38471}"
+        if ! python3 -c "import socket, sys; socket.socket().bind(('127.0.0.1', int(sys.argv[1])))" "$port" 2>/dev/null; then
+            echo "port $port on 127.0.0.1 is taken: set TORCH_INDEX_PORT to a free one" >&2
+            exit 2
+        fi
         python3 -m http.server --bind 127.0.0.1 --directory "$WORK_DIR/torch-index" "$port" \
             >"$LOGS/torch-index.log" 2>&1 &
         CLEANUP+=("kill $!")
@@ -231,6 +239,7 @@ AUTH_ENV=(-e RUBRICATE_AUTH_MODE=api_key
     -e "RUBRICATE_AUTH_API_KEYS=image-check:$(printf 'rk_image_check' | sha256sum | cut -d' ' -f1)"
     -e RUBRICATE_AUTH_INTERNAL_TOKEN=image-check-internal-token)
 # as the Helm chart runs the pods (values.yaml: containerSecurityContext, scratch volumes)
+# shellcheck disable=SC2054  # the commas are tmpfs mount options
 HARDENED=(--network none --read-only --tmpfs /tmp:rw,mode=1777
     --tmpfs /home/rubricate:rw,U
     --cap-drop ALL --security-opt no-new-privileges)
@@ -277,10 +286,13 @@ check_image() { # check_image KEY TAG
         fi
         sleep 3
     done
-    "${PODMAN[@]}" exec "$ctr" rubricate-healthcheck \
+    if "${PODMAN[@]}" exec "$ctr" rubricate-healthcheck \
         "http://127.0.0.1:$("${PODMAN[@]}" exec "$ctr" printenv RUBRICATE_PORT)/readyz" \
-        >"$LOGS/readyz-$key.log" 2>&1 && row "$key" "/readyz" "ready" \
-        || row "$key" "/readyz" "not ready (no network, so no upstreams: expected for the gateway)"
+        >"$LOGS/readyz-$key.log" 2>&1; then
+        row "$key" "/readyz" "ready"
+    else
+        row "$key" "/readyz" "not ready (no network, so no upstreams: expected for the gateway)"
+    fi
     "${PODMAN[@]}" logs "$ctr" >"$LOGS/run-$key.log" 2>&1 || true
     # and the same check fails when nothing listens
     "${PODMAN[@]}" run "${LIMITS[@]}" -d --name "$ctr-idle" "${HARDENED[@]}" "$tag" sleep 120 \
@@ -312,7 +324,7 @@ fi
 if wants model-gpu; then
     # No CUDA/vLLM base here. Its builder stage (compile llama-cpp-python, wheel rubricate) runs
     # on the stand-in; the runtime stage would install vLLM with CUDA from PyPI, not done here.
-    build model-gpu-builder Dockerfile.model-gpu "localhost/rubricate-check/model-gpu-builder:$VERSION" \
+    build model-gpu Dockerfile.model-gpu "localhost/rubricate-check/model-gpu-builder:$VERSION" \
         --build-arg "VLLM_IMAGE=$BASE_IMAGE" --target builder \
         && if "${PODMAN[@]}" run "${LIMITS[@]}" --rm --network none "localhost/rubricate-check/model-gpu-builder:$VERSION" \
             ls /wheels >"$LOGS/gpu-wheels.log" 2>&1 && grep -q '^rubricate-' "$LOGS/gpu-wheels.log" \
