@@ -29,7 +29,9 @@ def synthetic(n: int, *, seed: int = 0, topics: int = 20) -> list[Sample]:
         total = sum(raw)
         feats = (*(math.log(r / total) for r in raw), rng.random())
         x = (1.0, *feats)
-        probs = softmax([sum(w * v for w, v in zip(TRUE_WEIGHTS[lab], x)) for lab in LABELS])
+        probs = softmax(
+            [sum(w * v for w, v in zip(TRUE_WEIGHTS[lab], x, strict=True)) for lab in LABELS]
+        )
         gold = rng.choices(LABELS, weights=probs)[0]
         out.append(Sample(topic=f"t{i % topics}", features=feats, gold=gold))
     return out
@@ -41,9 +43,7 @@ def test_fit_recovers_the_generating_model() -> None:
     # the last row is pinned to 0, as in TRUE_WEIGHTS: the others are identifiable
     for lab in LABELS:
         assert weights[lab] == pytest.approx(TRUE_WEIGHTS[lab], abs=0.35)
-    agree = sum(
-        predict(weights, s.features) == predict(TRUE_WEIGHTS, s.features) for s in samples
-    )
+    agree = sum(predict(weights, s.features) == predict(TRUE_WEIGHTS, s.features) for s in samples)
     assert agree / len(samples) > 0.95
 
 
@@ -83,9 +83,7 @@ def test_cross_validation_holds_whole_topics_out_and_reports_the_raw_labels() ->
     report = cross_validate(samples, folds=5, l2=0.001)
     assert report["pairs"] == 500 and report["topics"] == 10
     # raw = the most probable of the three log-probability features, counted by hand
-    raw_right = sum(
-        LABELS[max(range(3), key=lambda j: s.features[j])] == s.gold for s in samples
-    )
+    raw_right = sum(LABELS[max(range(3), key=lambda j: s.features[j])] == s.gold for s in samples)
     assert report["raw_accuracy"] == pytest.approx(raw_right / 500)
     # the labels depend on overlap, which the raw argmax ignores: calibration must win
     assert report["calibrated_accuracy"] > report["raw_accuracy"] + 0.3

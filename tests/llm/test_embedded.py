@@ -2,8 +2,8 @@
 
 import asyncio
 import json
-import math
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,7 +209,7 @@ async def test_choice_scores_are_log_probabilities_equal_to_a_fresh_context(
     smol: "EmbeddedBackend", smollm2_path: Path
 ) -> None:
     # warm smol's KV cache with a prompt sharing the system message, so scoring reuses it
-    await smol.complete(SCORING[:1] + [Message("user", "Hi")], GenerationParams(max_tokens=2))
+    await smol.complete([*SCORING[:1], Message("user", "Hi")], GenerationParams(max_tokens=2))
     warm = await smol.score_choices(SCORING, reply_prefix='["', choices=CHOICES)
     fresh_backend = EmbeddedBackend(model_path=smollm2_path, n_ctx=2048)
     try:
