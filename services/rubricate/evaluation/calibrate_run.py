@@ -19,7 +19,7 @@ from pathlib import Path
 from rubricate.core.lexical import overlap
 from rubricate.core.nugget_calibration import LabelCalibration, features
 from rubricate.evaluation.calibration import Sample, fit
-from rubricate.evaluation.nuggets import Record, load_records, select
+from rubricate.evaluation.nuggets import Record, json_lines, label_of, load_records, select
 
 
 def _key(topic: str, nugget: str) -> str:
@@ -31,20 +31,16 @@ def load_samples(path: Path) -> dict[str, Sample]:
     out: dict[str, Sample] = {}
     if not path.exists():
         return out
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-                sample = Sample(
-                    topic=str(raw["topic"]),
-                    features=tuple(float(v) for v in raw["features"]),
-                    gold=raw["gold"],
-                )
-                out[_key(sample.topic, str(raw["nugget"]))] = sample
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}:{n}: not a calibration sample ({exc})") from exc
+    for raw, error in json_lines(path, "a calibration sample"):
+        try:
+            sample = Sample(
+                topic=str(raw["topic"]),
+                features=tuple(float(v) for v in raw["features"]),
+                gold=label_of(raw["gold"]),
+            )
+            out[_key(sample.topic, str(raw["nugget"]))] = sample
+        except (KeyError, TypeError, ValueError) as exc:
+            raise error(exc) from exc
     return out
 
 

@@ -16,7 +16,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,37 +45,52 @@ class Record:
     nuggets: tuple[RefNugget, ...]
 
 
-def load_records(path: Path) -> list[Record]:
-    """Records of a JSON-lines file; an invalid line raises ValueError naming it."""
-    out: list[Record] = []
+def json_lines(path: Path, what: str) -> Iterator[tuple[Any, Callable[[Exception], ValueError]]]:
+    """Each non-blank line of a JSON-lines file, decoded, with a function that turns an
+    error in reading it into a ValueError naming the file, the line and `what` it is not."""
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
+
+            def error(exc: Exception, n: int = n) -> ValueError:
+                return ValueError(f"{path}:{n}: not {what} ({exc})")
+
             try:
                 raw = json.loads(line)
-                nuggets = tuple(
-                    RefNugget(
-                        text=str(x["text"]),
-                        importance=str(x.get("importance", "vital")),
-                        label=_label(x["label"]),
-                    )
-                    for x in raw["nuggets"]
+            except ValueError as exc:
+                raise error(exc) from exc
+            yield raw, error
+
+
+def load_records(path: Path) -> list[Record]:
+    """Records of a JSON-lines file; an invalid line raises ValueError naming it."""
+    out: list[Record] = []
+    for raw, error in json_lines(path, "a labelled nugget record"):
+        try:
+            nuggets = tuple(
+                RefNugget(
+                    text=str(x["text"]),
+                    importance=str(x.get("importance", "vital")),
+                    label=label_of(x["label"]),
                 )
-                out.append(
-                    Record(
-                        topic_id=str(raw["topic_id"]),
-                        question=str(raw["question"]),
-                        answer=str(raw["answer"]),
-                        nuggets=nuggets,
-                    )
+                for x in raw["nuggets"]
+            )
+            out.append(
+                Record(
+                    topic_id=str(raw["topic_id"]),
+                    question=str(raw["question"]),
+                    answer=str(raw["answer"]),
+                    nuggets=nuggets,
                 )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}:{n}: not a labelled nugget record ({exc})") from exc
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise error(exc) from exc
     return out
 
 
-def _label(value: Any) -> Label:
+def label_of(value: Any) -> Label:
+    """`value` as a Label; ValueError for anything else."""
     for label in LABELS:
         if value == label:
             return label

@@ -25,11 +25,11 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -75,6 +75,8 @@ REPLY_PREFIX = '["'
 """How a JSON label reply opens: the choices design reads the next token after it."""
 
 Design = Literal["generate", "choices"]
+
+_T = TypeVar("_T")
 
 
 class NuggetTaskSettings(BaseSettings):
@@ -327,14 +329,11 @@ class NuggetLabelService:
             exc,
         )
 
-    async def _scored(
-        self, messages: Sequence[Message], allowed: Sequence[Label], usage: Usage
-    ) -> ChoiceScores:
+    async def _retried(self, call: Callable[[], Awaitable[_T]], usage: Usage) -> _T:
+        """`call()` with transport retries; a final failure carries the request's usage."""
         try:
-            scores = await call_with_retries(
-                lambda: self.backend.score_choices(
-                    messages, reply_prefix=REPLY_PREFIX, choices=allowed
-                ),
+            return await call_with_retries(
+                call,
                 max_retries=self.llm.max_retries,
                 base_s=self.llm.backoff_base_s,
                 max_s=self.llm.backoff_max_s,
@@ -344,6 +343,16 @@ class NuggetLabelService:
             usage.merge(exc.usage)
             exc.usage = replace(usage)
             raise
+
+    async def _scored(
+        self, messages: Sequence[Message], allowed: Sequence[Label], usage: Usage
+    ) -> ChoiceScores:
+        scores = await self._retried(
+            lambda: self.backend.score_choices(
+                messages, reply_prefix=REPLY_PREFIX, choices=allowed
+            ),
+            usage,
+        )
         if set(scores.logprobs) != set(allowed) or not all(
             math.isfinite(v) for v in scores.logprobs.values()
         ):
@@ -413,18 +422,7 @@ class NuggetLabelService:
     async def _call(
         self, messages: Sequence[Message], params: GenerationParams, usage: Usage
     ) -> Completion:
-        try:
-            completion = await call_with_retries(
-                lambda: self.backend.complete(messages, params),
-                max_retries=self.llm.max_retries,
-                base_s=self.llm.backoff_base_s,
-                max_s=self.llm.backoff_max_s,
-                on_retry=self._on_retry,
-            )
-        except LLMError as exc:
-            usage.merge(exc.usage)
-            exc.usage = replace(usage)
-            raise
+        completion = await self._retried(lambda: self.backend.complete(messages, params), usage)
         usage.record(
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
