@@ -58,3 +58,15 @@ def _common_prefix(a: str, b: str) -> str:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return a[:n]
+
+
+def test_worked_examples_go_in_the_long_mode_system_prompt_only() -> None:
+    plain = nugget_labels.system_prompt(mode="long", reasoning=False)
+    long = nugget_labels.system_prompt(mode="long", reasoning=False, examples=True)
+    short = nugget_labels.system_prompt(mode="short", reasoning=False, examples=True)
+    assert "Worked examples" not in plain and "Worked examples" not in short
+    assert long.startswith(plain.rsplit("\n", 1)[0])  # the rules come first, unchanged
+    for label in ("-> support", "-> partial_support", "-> not_support"):
+        assert label in long
+    # the examples sit in the system message: the user message is the same with or without
+    assert _user(["x"], examples=True) == _user(["x"])
