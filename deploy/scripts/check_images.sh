@@ -221,17 +221,41 @@ fi
 
 # -------------------------------------------------------------------------------------- build
 build() { # build KEY DOCKERFILE TAG [buildah args...]
-    local key="$1" dockerfile="$2" tag="$3" start=$SECONDS
+    local key="$1" dockerfile="$2" tag="$3" start=$SECONDS id
+    local log="$LOGS/build-$key.log"
     shift 3
-    note "building $tag from deploy/docker/$dockerfile (log: $LOGS/build-$key.log)"
-    if (cd "$ROOT" && nice -n 10 "${BUILDAH[@]}" "${BUD[@]}" "${CA_MOUNT[@]}" -f "deploy/docker/$dockerfile" \
-        -t "$tag" "$@" .) >"$LOGS/build-$key.log" 2>&1; then
+    local bud=("${BUILDAH[@]}" "${BUD[@]}" "${CA_MOUNT[@]}" -f "deploy/docker/$dockerfile")
+    note "building $tag from deploy/docker/$dockerfile (log: $log)"
+    : >"$log"
+    if [[ " $* " != *" --target "* ]]; then
+        # Two faults of buildah 1.28's layer cache: it keys a cached
+        # `RUN --mount=type=bind,from=builder` on the instruction alone, not on what the builder
+        # holds (a changed builder left the old runtime layers), and when every step of the
+        # builder comes from the cache such a mount is empty. So: build the builder, drop the
+        # cached image of its last step (the full build then runs that step again), and pass
+        # the builder's image ID in RUBRICATE_VERSION, an ARG of the runtime stage and so part
+        # of the cache key of every runtime step.
+        if (cd "$ROOT" && nice -n 10 "${bud[@]}" --target builder \
+            -t "localhost/rubricate-check/$key-builder:$VERSION" "$@" .) >>"$log" 2>&1; then
+            id="$("${PODMAN[@]}" image inspect --format '{{.Id}}' \
+                "localhost/rubricate-check/$key-builder:$VERSION")"
+            "${BUILDAH[@]}" rmi "localhost/rubricate-check/$key-builder:$VERSION" >>"$log" 2>&1
+            set -- "$@" --build-arg "RUBRICATE_VERSION=$VERSION+builder.${id:0:12}"
+        else
+            build_failed "$key" "$log"
+            return 1
+        fi
+    fi
+    if (cd "$ROOT" && nice -n 10 "${bud[@]}" -t "$tag" "$@" .) >>"$log" 2>&1; then
         pass "$key" "build ($((SECONDS - start)) s)"
         return 0
     fi
-    fail "$key" "build" "(tail of $LOGS/build-$key.log below)"
-    tail -n 30 "$LOGS/build-$key.log" >&2
+    build_failed "$key" "$log"
     return 1
+}
+build_failed() {
+    fail "$1" "build" "(tail of $2 below)"
+    tail -n 30 "$2" >&2
 }
 
 # ------------------------------------------------------------------------------------ run checks

@@ -50,8 +50,12 @@ def test_build_args_and_targets_exist_in_the_dockerfile(
     for name in re.findall(r'--build-arg "?(\w+)=', call):
         assert name in declared, f"{key}: --build-arg {name} is not an ARG of {dockerfile}"
     _, _, stages = read_dockerfile(path)
-    for target in re.findall(r"--target (\w+)", call):
+    targets = re.findall(r"--target (\w+)", call)
+    for target in targets:
         assert target in {s.name for s in stages}, f"{key}: no stage {target} in {dockerfile}"
+    if not targets:
+        # the builder's image ID goes into this ARG of the runtime stage (see build())
+        assert "RUBRICATE_VERSION" in {i.value.partition("=")[0] for i in stages[-1].all("ARG")}
 
 
 def test_every_image_is_built_and_the_base_is_replaceable() -> None:
