@@ -288,22 +288,29 @@ class NuggetLabelService:
             logprobs=s.top_logprobs if logprobs else None,
         )
 
+    def _messages(
+        self, request: NuggetLabelsRequest, b: int, nuggets: Sequence[str]
+    ) -> list[Message]:
+        s = self.settings
+        return nugget_labels.build_messages(
+            question=request.question,
+            block=request.blocks[b],
+            block_index=b,
+            n_blocks=len(request.blocks),
+            nuggets=nuggets,
+            mode=request.mode,
+            fmt=s.output_format,
+            reasoning=s.reasoning,
+            max_block_chars=s.max_block_chars,
+            examples=s.examples,
+        )
+
     async def _choose(
         self, request: NuggetLabelsRequest, b: int, nugget: str, usage: Usage
     ) -> _Call:
         """The choices design: p(label) from one forward pass, then the calibrated label."""
         allowed = labels_for(request.mode)
-        messages = nugget_labels.build_messages(
-            question=request.question,
-            block=request.blocks[b],
-            block_index=b,
-            n_blocks=len(request.blocks),
-            nuggets=[nugget],
-            mode=request.mode,
-            fmt="json",
-            max_block_chars=self.settings.max_block_chars,
-            examples=self.settings.examples,
-        )
+        messages = self._messages(request, b, [nugget])  # json, no reasoning: the design's terms
         scores = await self._scored(messages, allowed, usage)
         top = max(scores.logprobs.values())
         weights = {lab: math.exp(scores.logprobs[lab] - top) for lab in allowed}
@@ -369,18 +376,7 @@ class NuggetLabelService:
     ) -> _Call:
         s = self.settings
         allowed = labels_for(request.mode)
-        messages = nugget_labels.build_messages(
-            question=request.question,
-            block=request.blocks[b],
-            block_index=b,
-            n_blocks=len(request.blocks),
-            nuggets=batch,
-            mode=request.mode,
-            fmt=s.output_format,
-            reasoning=s.reasoning,
-            max_block_chars=s.max_block_chars,
-            examples=s.examples,
-        )
+        messages = self._messages(request, b, batch)
         params = self._params(n=len(batch), mode=request.mode, logprobs=request.label_probabilities)
         first = await self._call(messages, params, usage)
         try:
