@@ -113,3 +113,24 @@ def test_feature_file_resumes_and_names_a_bad_line(tmp_path: Path) -> None:
     path.write_text(json.dumps(good) + "\n" + '{"topic": "t"}\n')
     with pytest.raises(ValueError, match=r"f.jsonl:2: not a calibration sample"):
         load_samples(path)
+
+
+@pytest.mark.parametrize("missing", ["data", "exclude_topics"])
+def test_calibrate_command_reports_a_missing_file_without_loading_a_model(
+    tmp_path: Path, missing: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+    import asyncio
+
+    from rubricate.evaluation.calibrate_run import eval_calibrate
+
+    data = tmp_path / "dev.jsonl"
+    data.write_text(json.dumps({"topic_id": "t", "question": "q", "answer": "a", "nuggets": []}))
+    args = argparse.Namespace(
+        data=data, exclude_topics=None, limit=None, per_topic=None, seed=0,
+        out=tmp_path / "cal.json", features=None, l2=0.01,
+    )  # fmt: skip
+    setattr(args, missing, tmp_path / "nope.txt")
+    assert asyncio.run(eval_calibrate(args)) == 2
+    assert "nope.txt" in capsys.readouterr().err
+    assert not (tmp_path / "cal.json").exists()

@@ -115,13 +115,12 @@ async def eval_calibrate(args: argparse.Namespace) -> int:
 
     try:
         records = load_records(args.data)
+        excluded = set(args.exclude_topics.read_text().split()) if args.exclude_topics else set()
     except (OSError, ValueError) as exc:
         print(f"rubricate eval calibrate: {exc}", file=sys.stderr)
         return 2
     chosen = select(records, limit=args.limit, per_topic=args.per_topic, seed=args.seed)
-    if args.exclude_topics:
-        excluded = {t.strip() for t in args.exclude_topics.read_text().split() if t.strip()}
-        chosen = [r for r in chosen if r.topic_id not in excluded]
+    chosen = [r for r in chosen if r.topic_id not in excluded]
     pairs = sum(len(r.nuggets) for r in chosen)
     print(f"{len(chosen)} topics, {pairs} (answer, nugget) pairs from {args.data}", flush=True)
     features_path: Path = args.features or args.out.with_suffix(".features.jsonl")
