@@ -15,7 +15,6 @@ failure is not a `not_support`).
 import asyncio
 import json
 import random
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ import httpx
 
 from rubricate.core.nuggets import LABELS, Label
 from rubricate.evaluation import metrics
+from rubricate.evaluation.gateway import post
 
 SUPPORTED_GROUPS = ((0, 1), (2,))
 """LABELS order (support, partial_support, not_support) collapsed to supported / not."""
@@ -166,24 +166,12 @@ async def run_records(
         if config.batch_size is not None:
             body["batch_size"] = config.batch_size
         async with gate:
-            started = time.perf_counter()
-            try:
-                response = await client.post("/v1/nuggets/verify", json=body)
-                data = response.json()
-            except (httpx.HTTPError, ValueError) as exc:
-                run.error = f"{type(exc).__name__}: {exc}"
-                data = {}
-            else:
-                if response.status_code == 200:
-                    run.predicted = [n["label"] for n in data["nuggets"]]
-                    run.probabilities = [n.get("probabilities") for n in data["nuggets"]]
-                else:
-                    error = data.get("error", {}) if isinstance(data, dict) else {}
-                    run.error = f"HTTP {response.status_code}: {error.get('message', '')}"
-            run.seconds = time.perf_counter() - started
-        usage = data.get("usage") or (data.get("error") or {}).get("usage") or {}
-        run.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        run.calls = int(usage.get("calls", 0))
+            posted = await post(client, "/v1/nuggets/verify", body)
+        run.error, run.seconds = posted.error, posted.seconds
+        run.tokens, run.calls = posted.tokens, posted.calls
+        if posted.error is None:
+            run.predicted = [n["label"] for n in posted.data["nuggets"]]
+            run.probabilities = [n.get("probabilities") for n in posted.data["nuggets"]]
         done += 1
         if progress:
             status = "ok" if run.error is None else f"FAILED ({run.error[:80]})"

@@ -3,16 +3,13 @@
 import argparse
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-import httpx
-
 from rubricate.core.lexical import PRIOR_RULES
+from rubricate.evaluation.gateway import gateway_client
 from rubricate.evaluation.lexical import calibrate, lexical_predictions, prior_predictions
 from rubricate.evaluation.nuggets import (
     Record,
@@ -45,21 +42,16 @@ async def eval_nuggets(args: argparse.Namespace) -> int:
     rest = [r for r in records if r.topic_id not in chosen_topics]
     if args.judge == "lexical":
         return _report(lexical_only(chosen, rest, config), args)
+    llm = None
     if args.gateway:
         config.extra["gateway"] = args.gateway
-        async with httpx.AsyncClient(base_url=args.gateway, timeout=config.timeout_s) as client:
-            started = time.perf_counter()
-            runs = await run_records(client, chosen, config)
-            wall = time.perf_counter() - started
     else:
-        from rubricate.embedded import SERVICES, EmbeddedPlatform
         from rubricate.llm.settings import LLMSettings
+        from rubricate.verifier.nuggets import NuggetTaskSettings, load_calibration
 
         overrides: dict[str, object] = {}
         if args.backend:
             overrides["backend"] = args.backend
-        from rubricate.verifier.nuggets import NuggetTaskSettings, load_calibration
-
         task = NuggetTaskSettings()
         if args.probabilities and task.design == "generate":
             overrides["embedded_logprobs"] = True
@@ -81,19 +73,10 @@ async def eval_nuggets(args: argparse.Namespace) -> int:
                         "were in the calibration's fitting data: figures are in-sample",
                         file=sys.stderr,
                     )
-        with tempfile.TemporaryDirectory() as tmp:
-            platform = EmbeddedPlatform(
-                data_dir=Path(tmp), ports=dict.fromkeys(SERVICES, 0), llm=llm
-            )
-            async with (
-                platform,
-                httpx.AsyncClient(
-                    base_url=platform.urls["gateway"], timeout=config.timeout_s
-                ) as client,
-            ):
-                started = time.perf_counter()
-                runs = await run_records(client, chosen, config)
-                wall = time.perf_counter() - started
+    async with gateway_client(args.gateway, llm, timeout_s=config.timeout_s) as client:
+        started = time.perf_counter()
+        runs = await run_records(client, chosen, config)
+        wall = time.perf_counter() - started
     summary = summarize(runs, wall_s=wall, config=config)
     if rest:
         summary["variants"] = variants(chosen, rest, runs)

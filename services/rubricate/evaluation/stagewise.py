@@ -17,7 +17,6 @@ import asyncio
 import json
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from rubricate.evaluation.degrade import (
     derive,
     render,
 )
+from rubricate.evaluation.gateway import gateway_client, post
 
 Outcome = Literal["original_higher", "tie", "degraded_higher", "not_compared"]
 OUTCOMES: Final[tuple[Outcome, ...]] = ("original_higher", "tie", "degraded_higher", "not_compared")
@@ -171,23 +171,11 @@ async def run_groups(
         run = GroupRun(case=case, variants=variants)
         body = group_request(case, variants, nugget_rubrics=config.nugget_rubrics)
         async with gate:
-            started = time.perf_counter()
-            try:
-                response = await client.post("/v1/stagewise/score", json=body)
-                data = response.json()
-            except (httpx.HTTPError, ValueError) as exc:
-                run.error = f"{type(exc).__name__}: {exc}"
-                data = {}
-            else:
-                if response.status_code == 200:
-                    _read_response(run, data)
-                else:
-                    error = data.get("error", {}) if isinstance(data, dict) else {}
-                    run.error = f"HTTP {response.status_code}: {error.get('message', '')}"
-            run.seconds = time.perf_counter() - started
-        usage = data.get("usage") or (data.get("error") or {}).get("usage") or {}
-        run.tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        run.calls = int(usage.get("calls", 0))
+            posted = await post(client, "/v1/stagewise/score", body)
+        run.error, run.seconds = posted.error, posted.seconds
+        run.tokens, run.calls = posted.tokens, posted.calls
+        if posted.error is None:
+            _read_response(run, posted.data)
         done += 1
         if progress:
             status = "ok" if run.error is None else f"FAILED ({run.error[:80]})"
@@ -351,14 +339,10 @@ async def eval_stagewise(args: argparse.Namespace) -> int:
         extra={"data": str(args.data), "limit": args.limit},
     )
     print(f"{len(chosen)} trajectories from {args.data}", flush=True)
+    llm = None
     if args.gateway:
         config.extra["gateway"] = args.gateway
-        async with httpx.AsyncClient(base_url=args.gateway, timeout=config.timeout_s) as client:
-            started = time.perf_counter()
-            runs = await run_groups(client, chosen, config, others=cases)
-            wall = time.perf_counter() - started
     else:
-        from rubricate.embedded import SERVICES, EmbeddedPlatform
         from rubricate.llm.settings import LLMSettings
 
         overrides: dict[str, object] = {}
@@ -367,19 +351,10 @@ async def eval_stagewise(args: argparse.Namespace) -> int:
         llm = LLMSettings(**overrides)  # type: ignore[arg-type]
         config.extra["backend"] = llm.backend
         config.extra["model"] = llm.model or llm.embedded_model
-        with tempfile.TemporaryDirectory() as tmp:
-            platform = EmbeddedPlatform(
-                data_dir=Path(tmp), ports=dict.fromkeys(SERVICES, 0), llm=llm
-            )
-            async with (
-                platform,
-                httpx.AsyncClient(
-                    base_url=platform.urls["gateway"], timeout=config.timeout_s
-                ) as client,
-            ):
-                started = time.perf_counter()
-                runs = await run_groups(client, chosen, config, others=cases)
-                wall = time.perf_counter() - started
+    async with gateway_client(args.gateway, llm, timeout_s=config.timeout_s) as client:
+        started = time.perf_counter()
+        runs = await run_groups(client, chosen, config, others=cases)
+        wall = time.perf_counter() - started
     summary = summarize(runs, wall_s=wall, config=config)
     print(format_report(summary))
     if args.json_path is not None:
