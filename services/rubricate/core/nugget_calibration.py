@@ -53,6 +53,15 @@ def softmax(scores: Sequence[float]) -> list[float]:
     return [e / total for e in exps]
 
 
+def model_probabilities(
+    weights: Mapping[Label, Sequence[float]], feature_values: Sequence[float]
+) -> dict[Label, float]:
+    """The multinomial model's label probabilities for one input (weight rows: bias first)."""
+    x = [1.0, *feature_values]
+    scores = [math.fsum(w * v for w, v in zip(weights[lab], x, strict=True)) for lab in LABELS]
+    return dict(zip(LABELS, softmax(scores), strict=True))
+
+
 @dataclass(frozen=True)
 class LabelCalibration:
     """A fitted multinomial logistic model: one weight row per label (bias, then FEATURES)."""
@@ -85,11 +94,7 @@ class LabelCalibration:
     def probabilities(
         self, distribution: Mapping[Label, float], overlap: float
     ) -> dict[Label, float]:
-        x = [1.0, *features(distribution, overlap)]
-        scores = [
-            math.fsum(w * v for w, v in zip(self.weights[lab], x, strict=True)) for lab in LABELS
-        ]
-        return dict(zip(LABELS, softmax(scores), strict=True))
+        return model_probabilities(self.weights, features(distribution, overlap))
 
     def label(self, distribution: Mapping[Label, float], overlap: float) -> Label:
         probs = self.probabilities(distribution, overlap)

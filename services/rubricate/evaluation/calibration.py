@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from rubricate.core.nugget_calibration import LabelCalibration, softmax
+from rubricate.core.nugget_calibration import LabelCalibration, model_probabilities
 from rubricate.core.nuggets import LABELS, Label
 from rubricate.evaluation import metrics
 from rubricate.evaluation.nuggets import SUPPORTED_GROUPS
@@ -119,10 +119,8 @@ def fit(
 
 
 def predict(weights: Mapping[Label, Sequence[float]], sample_features: Sequence[float]) -> Label:
-    x = [1.0, *sample_features]
-    scores = [sum(w * v for w, v in zip(weights[lab], x, strict=True)) for lab in LABELS]
-    probs = softmax(scores)
-    return LABELS[max(range(len(LABELS)), key=lambda j: probs[j])]
+    probs = model_probabilities(weights, sample_features)
+    return max(LABELS, key=lambda lab: probs[lab])
 
 
 def cross_validate(
