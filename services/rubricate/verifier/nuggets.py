@@ -196,8 +196,7 @@ class NuggetLabelService:
         return cls(backend=backend, llm=llm)
 
     def default_batch_size(self) -> int:
-        if self.design == "choices":
-            return 1
+        """Nuggets per call in the generate design (choices is always one per pass)."""
         if self.settings.batch_size is not None:
             return self.settings.batch_size
         return EMBEDDED_BATCH_SIZE if self.backend.name == "embedded" else DEFAULT_BATCH_SIZE
