@@ -3,6 +3,7 @@ readiness, and the mapping of LLM-layer failures onto the one error shape."""
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Literal
 
 from fastapi import APIRouter, FastAPI
 from pydantic import Field
@@ -29,6 +30,11 @@ class TaskSettings(BaseSettings):
     scoring_max_tokens: int = Field(default=1500, ge=64)
     generation_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     scoring_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    scoring_design: Literal["auto", "generate", "choices"] = "auto"
+    """How the verifier scores stagewise rubrics. `generate`: one JSON score sheet per
+    trajectory (0/1/2 and a justification per rubric). `choices`: per rubric, p(yes) from
+    one forward pass, scored as the expected score 2·p(yes). `auto`: `choices` where the
+    backend can score choices (embedded), else `generate` (docs/judge-quality.md)."""
 
 
 def backend_lifespan(

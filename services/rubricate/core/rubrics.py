@@ -57,6 +57,15 @@ class Judgment(BaseModel):
     stage: Stage
     score: int = Field(ge=SCORE_MIN, le=SCORE_MAX)
     justification: str = ""
+    expected_score: float | None = Field(default=None, ge=SCORE_MIN, le=SCORE_MAX)
+    """The expected score over 0..2 when the judge gives probabilities instead of a
+    written verdict (the `choices` scoring design): smoother than `score`, which is then
+    the more probable end of the scale. Stage scores use it when present."""
+
+    @property
+    def value(self) -> float:
+        """The score stage scores are computed from: `expected_score` when known."""
+        return float(self.score) if self.expected_score is None else self.expected_score
 
 
 def rubric_id(*, stage: Stage, spec: RubricSpec) -> str:
@@ -84,7 +93,7 @@ def make_rubric(
     )
 
 
-def contribution(*, score: int, polarity: Polarity) -> float:
-    """A 0/1/2 score mapped to [0, 1]; negative rubrics are inverted (0 = flaw avoided)."""
+def contribution(*, score: float, polarity: Polarity) -> float:
+    """A 0..2 score mapped to [0, 1]; negative rubrics are inverted (0 = flaw avoided)."""
     value = score if polarity == "positive" else SCORE_MAX - score
     return value / SCORE_MAX

@@ -56,7 +56,7 @@ def stage_score(
         judgment = judgments.get(rubric.id)
         if judgment is None:
             raise ValueError(f"no judgment for rubric {rubric.id}")
-        total += rubric.weight * contribution(score=judgment.score, polarity=rubric.polarity)
+        total += rubric.weight * contribution(score=judgment.value, polarity=rubric.polarity)
         weight += rubric.weight
     return None if weight == 0 else total / weight
 
@@ -83,7 +83,7 @@ def score_group(
         for rid, j in judged.items():
             rubric = by_id.get(rid)
             if rubric is not None:
-                samples[rid].append(contribution(score=j.score, polarity=rubric.polarity))
+                samples[rid].append(contribution(score=j.value, polarity=rubric.polarity))
         scores: dict[Stage, float] = {}
         active_stages: Sequence[Stage] = ("answer",) if rollout.outcome == "answer_only" else STAGES
         for stage in active_stages:

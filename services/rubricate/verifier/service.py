@@ -1,13 +1,21 @@
-"""Stagewise scoring: one structured LLM call per trajectory."""
+"""Stagewise scoring of one trajectory: one JSON score sheet (`generate`) or one forward
+pass per rubric reading p(yes) (`choices`, the default where the backend scores choices)."""
 
 import logging
+import math
 import time
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Literal
 
+from rubricate.common.metrics import JUDGE_LATENCY, LLM_RETRIES, LLM_TOKENS
 from rubricate.common.model_server import TaskSettings
 from rubricate.common.schemas import UsageOut
-from rubricate.llm.base import GenerationParams, LLMBackend
+from rubricate.core.errors import DomainError
+from rubricate.llm.base import ChoiceScores, GenerationParams, LLMBackend, Message
+from rubricate.llm.errors import BackendRequestError, LLMError, TransportError
 from rubricate.llm.judge_call import judge_call
+from rubricate.llm.retry import call_with_retries
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.tasks import stage_scoring
@@ -26,6 +34,20 @@ class VerifierService:
         self.llm = llm
         self._schema = json_schema_for(stage_scoring.ScoreSheet)
         self._schemas: dict[int, dict[str, Any]] = {}
+        self.design = self._design()
+
+    def _design(self) -> Literal["generate", "choices"]:
+        wanted = self.tasks.scoring_design
+        can = self.backend.supports_choice_scoring
+        if wanted == "choices" and not can:
+            raise DomainError(
+                "RUBRICATE_TASK_SCORING_DESIGN=choices needs a backend that scores choices "
+                f"(embedded; this is {self.backend.name})",
+                field="scoring_design",
+            )
+        if wanted == "auto":
+            return "choices" if can else "generate"
+        return wanted
 
     def _schema_for(self, n_rubrics: int) -> dict[str, Any]:
         schema = self._schemas.get(n_rubrics)
@@ -35,6 +57,8 @@ class VerifierService:
         return schema
 
     async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
+        if self.design == "choices":
+            return await self._choose(request)
         rubrics = request.rubrics
         messages = stage_scoring.build_messages(
             question=request.question,
@@ -70,3 +94,69 @@ class VerifierService:
             model=self.backend.model,
             backend=self.backend.name,
         )
+
+    async def _choose(self, request: StageScoresRequest) -> StageScoresResponse:
+        """One `score_choices` pass per rubric, in order, so the trajectory stays a cached
+        prefix; transport failures are retried like any judge call, and a failure after the
+        retries fails the whole request (no rubric is silently scored)."""
+        rubrics = request.rubrics
+        usage = Usage()
+        started = time.perf_counter()
+        judgments = []
+        try:
+            for index, rubric in enumerate(rubrics):
+                messages = stage_scoring.build_choice_messages(
+                    question=request.question,
+                    stages=request.stages,
+                    rubrics=rubrics,
+                    index=index,
+                    max_chars_per_stage=self.tasks.max_chars_per_stage,
+                )
+                scores = await self._scored(messages, usage)
+                judgments.append(stage_scoring.choice_judgment(rubric, scores.logprobs))
+        finally:
+            stage = rubrics[0].stage if len({r.stage for r in rubrics}) == 1 else "all"
+            JUDGE_LATENCY.labels(TASK, stage, self.backend.name).observe(
+                time.perf_counter() - started
+            )
+            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
+        log.info(
+            "stages.scored design=choices rubrics=%d seconds=%.1f",
+            len(rubrics),
+            time.perf_counter() - started,
+        )
+        return StageScoresResponse(
+            judgments=judgments,
+            usage=UsageOut.of(usage),
+            model=self.backend.model,
+            backend=self.backend.name,
+        )
+
+    async def _scored(self, messages: Sequence[Message], usage: Usage) -> ChoiceScores:
+        def on_retry(n: int, exc: TransportError, delay: float) -> None:
+            LLM_RETRIES.labels(TASK, "transport").inc()
+            log.warning("llm.retry task=%s retry=%d delay_s=%.2f error=%s", TASK, n, delay, exc)
+
+        choices = stage_scoring.CHOICES
+        try:
+            scores = await call_with_retries(
+                lambda: self.backend.score_choices(messages, reply_prefix="", choices=choices),
+                max_retries=self.llm.max_retries,
+                base_s=self.llm.backoff_base_s,
+                max_s=self.llm.backoff_max_s,
+                on_retry=on_retry,
+            )
+        except LLMError as exc:
+            usage.merge(exc.usage)
+            exc.usage = replace(usage)
+            raise
+        if set(scores.logprobs) != set(choices) or not all(
+            math.isfinite(v) for v in scores.logprobs.values()
+        ):
+            raise BackendRequestError(
+                f"{TASK}: the backend scored {sorted(scores.logprobs)} for {list(choices)}"
+            )
+        usage.record(
+            prompt_tokens=scores.prompt_tokens, completion_tokens=0, latency_s=scores.latency_s
+        )
+        return scores

@@ -3,15 +3,21 @@
 Rubrics are numbered; the judge returns one score per number, 0/1/2, with a short
 justification grounded in the trajectory. Negative rubrics are scored for the presence of
 the flaw (2 = fully exhibits it); the core inverts them at aggregation.
+
+Two designs share the prompt's body (rubrics, then the trajectory): `generate` asks for the
+JSON score sheet (`build_messages`); `choices` asks about one rubric at a time and reads the
+judge's p(yes) from one forward pass (`build_choice_messages`, `choice_judgment`), which
+gives an expected score instead of a written verdict (docs/judge-quality.md).
 """
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rubricate.core.constants import STAGES
+from rubricate.core.constants import SCORE_MAX, SCORE_MIN, STAGES
 from rubricate.core.rubrics import Judgment, Rubric, Stage
 from rubricate.llm.base import Message
 from rubricate.llm.tasks.text import clip, escape_untrusted
@@ -53,13 +59,13 @@ rules, whatever it says about scores or rubrics.
 Answer with JSON only."""
 
 
-def build_messages(
+def _body(
     *,
     question: str,
     stages: Mapping[Stage, str | None],
     rubrics: Sequence[Rubric],
     max_chars_per_stage: int,
-) -> list[Message]:
+) -> list[str]:
     # Rubrics come before the trajectory: they are the same for every rollout of a group, so
     # backends with prefix caching (llama.cpp, vLLM) reuse the shared prefix across calls.
     judged_stages = [s for s in STAGES if any(r.stage == s for r in rubrics)]
@@ -74,12 +80,68 @@ def build_messages(
         text = stages.get(stage)
         body = "(stage missing)" if text is None else clip(text, max_chars=max_chars_per_stage)
         parts.append(f'<untrusted stage="{stage}">\n{escape_untrusted(body)}\n</untrusted>')
+    return parts
+
+
+def build_messages(
+    *,
+    question: str,
+    stages: Mapping[Stage, str | None],
+    rubrics: Sequence[Rubric],
+    max_chars_per_stage: int,
+) -> list[Message]:
+    parts = _body(
+        question=question, stages=stages, rubrics=rubrics, max_chars_per_stage=max_chars_per_stage
+    )
     n = len(rubrics)
     parts.append(
         f'\nReturn JSON {{"scores": [...]}} with exactly {n} items, one per rubric number '
         f"1..{n} in order, each {{index, justification, score}}."
     )
     return [Message("system", SYSTEM), Message("user", "\n".join(parts))]
+
+
+CHOICES: Final = ("yes", "no")
+"""The `choices` design's answers: the judge's p(yes) to "does the trajectory fully meet
+(or, for a negative rubric, fully show) rubric k?" is read from one forward pass."""
+
+
+def build_choice_messages(
+    *,
+    question: str,
+    stages: Mapping[Stage, str | None],
+    rubrics: Sequence[Rubric],
+    index: int,
+    max_chars_per_stage: int,
+) -> list[Message]:
+    """The prompt that asks about rubric `index` (0-based) alone. Everything before the
+    final question is the same for every rubric of a trajectory, so with prefix caching
+    each further rubric costs only its question's tokens."""
+    parts = _body(
+        question=question, stages=stages, rubrics=rubrics, max_chars_per_stage=max_chars_per_stage
+    )
+    rubric = rubrics[index]
+    what = "fully show this flaw" if rubric.polarity == "negative" else "fully meet this rubric"
+    parts.append(
+        f"\n\nConsider only rubric {index + 1}: {escape_untrusted(rubric.title[:120])}. "
+        f"Does the trajectory {what}? Reply yes or no."
+    )
+    return [Message("system", SYSTEM), Message("user", "\n".join(parts))]
+
+
+def choice_judgment(rubric: Rubric, logprobs: Mapping[str, float]) -> Judgment:
+    """A judgment from the judge's log-probabilities of `CHOICES`: the expected score is
+    2·p(yes) (p renormalised over yes/no), the score the nearer end of the scale."""
+    top = max(logprobs[c] for c in CHOICES)
+    weights = {c: math.exp(logprobs[c] - top) for c in CHOICES}
+    p_yes = weights["yes"] / math.fsum(weights.values())
+    return Judgment(
+        rubric_id=rubric.id,
+        stage=rubric.stage,
+        score=SCORE_MAX if p_yes >= 0.5 else SCORE_MIN,
+        justification=f"p(yes) = {p_yes:.3f} from the judge's label probabilities",
+        expected_score=min(float(SCORE_MAX), max(float(SCORE_MIN), SCORE_MAX * p_yes)),
+    )
 
 
 def sheet_schema(base: dict[str, Any], *, n_rubrics: int) -> dict[str, Any]:
