@@ -48,8 +48,9 @@ from rubricate.core.nuggets import (
     NuggetMode,
     labels_for,
 )
-from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
-from rubricate.llm.errors import BackendRequestError, LLMError, OutputParseError, TransportError
+from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.choice_call import scored_choices
+from rubricate.llm.errors import LLMError, OutputParseError, TransportError
 from rubricate.llm.retry import call_with_retries
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.tasks import nugget_labels
@@ -310,7 +311,15 @@ class NuggetLabelService:
         """The choices design: p(label) from one forward pass, then the calibrated label."""
         allowed = labels_for(request.mode)
         messages = self._messages(request, b, [nugget])  # json, no reasoning: the design's terms
-        scores = await self._scored(messages, allowed, usage)
+        scores = await scored_choices(
+            self.backend,
+            messages,
+            reply_prefix=REPLY_PREFIX,
+            choices=allowed,
+            task=TASK,
+            llm=self.llm,
+            usage=usage,
+        )
         top = max(scores.logprobs.values())
         weights = {lab: math.exp(scores.logprobs[lab] - top) for lab in allowed}
         total = math.fsum(weights.values())
@@ -349,26 +358,6 @@ class NuggetLabelService:
             usage.merge(exc.usage)
             exc.usage = replace(usage)
             raise
-
-    async def _scored(
-        self, messages: Sequence[Message], allowed: Sequence[Label], usage: Usage
-    ) -> ChoiceScores:
-        scores = await self._retried(
-            lambda: self.backend.score_choices(
-                messages, reply_prefix=REPLY_PREFIX, choices=allowed
-            ),
-            usage,
-        )
-        if set(scores.logprobs) != set(allowed) or not all(
-            math.isfinite(v) for v in scores.logprobs.values()
-        ):
-            raise BackendRequestError(
-                f"{TASK}: the backend scored {sorted(scores.logprobs)} for {list(allowed)}"
-            )
-        usage.record(
-            prompt_tokens=scores.prompt_tokens, completion_tokens=0, latency_s=scores.latency_s
-        )
-        return scores
 
     async def _judge(
         self, request: NuggetLabelsRequest, b: int, batch: Sequence[str], usage: Usage

@@ -2,20 +2,16 @@
 pass per rubric reading p(yes) (`choices`, the default where the backend scores choices)."""
 
 import logging
-import math
 import time
-from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, Literal
 
-from rubricate.common.metrics import JUDGE_LATENCY, LLM_RETRIES, LLM_TOKENS
+from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
 from rubricate.common.model_server import TaskSettings
 from rubricate.common.schemas import UsageOut
 from rubricate.core.errors import DomainError
-from rubricate.llm.base import ChoiceScores, GenerationParams, LLMBackend, Message
-from rubricate.llm.errors import BackendRequestError, LLMError, TransportError
+from rubricate.llm.base import GenerationParams, LLMBackend
+from rubricate.llm.choice_call import scored_choices
 from rubricate.llm.judge_call import judge_call
-from rubricate.llm.retry import call_with_retries
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.tasks import stage_scoring
@@ -112,7 +108,15 @@ class VerifierService:
                     index=index,
                     max_chars_per_stage=self.tasks.max_chars_per_stage,
                 )
-                scores = await self._scored(messages, usage)
+                scores = await scored_choices(
+                    self.backend,
+                    messages,
+                    reply_prefix="",
+                    choices=stage_scoring.CHOICES,
+                    task=TASK,
+                    llm=self.llm,
+                    usage=usage,
+                )
                 judgments.append(stage_scoring.choice_judgment(rubric, scores.logprobs))
         finally:
             stage = rubrics[0].stage if len({r.stage for r in rubrics}) == 1 else "all"
@@ -131,32 +135,3 @@ class VerifierService:
             model=self.backend.model,
             backend=self.backend.name,
         )
-
-    async def _scored(self, messages: Sequence[Message], usage: Usage) -> ChoiceScores:
-        def on_retry(n: int, exc: TransportError, delay: float) -> None:
-            LLM_RETRIES.labels(TASK, "transport").inc()
-            log.warning("llm.retry task=%s retry=%d delay_s=%.2f error=%s", TASK, n, delay, exc)
-
-        choices = stage_scoring.CHOICES
-        try:
-            scores = await call_with_retries(
-                lambda: self.backend.score_choices(messages, reply_prefix="", choices=choices),
-                max_retries=self.llm.max_retries,
-                base_s=self.llm.backoff_base_s,
-                max_s=self.llm.backoff_max_s,
-                on_retry=on_retry,
-            )
-        except LLMError as exc:
-            usage.merge(exc.usage)
-            exc.usage = replace(usage)
-            raise
-        if set(scores.logprobs) != set(choices) or not all(
-            math.isfinite(v) for v in scores.logprobs.values()
-        ):
-            raise BackendRequestError(
-                f"{TASK}: the backend scored {sorted(scores.logprobs)} for {list(choices)}"
-            )
-        usage.record(
-            prompt_tokens=scores.prompt_tokens, completion_tokens=0, latency_s=scores.latency_s
-        )
-        return scores
