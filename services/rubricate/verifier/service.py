@@ -1,6 +1,7 @@
 """Stagewise scoring of one trajectory: one JSON score sheet (`generate`) or one forward
 pass per rubric reading p(yes) (`choices`, the default where the backend scores choices)."""
 
+import asyncio
 import logging
 import time
 from typing import Any, Literal
@@ -31,6 +32,9 @@ class VerifierService:
         self._schema = json_schema_for(stage_scoring.ScoreSheet)
         self._schemas: dict[int, dict[str, Any]] = {}
         self.design = self._design()
+        self._one_request_at_a_time = asyncio.Lock() if backend.name == "embedded" else None
+        """The embedded model keeps one KV cache: a request's rubric passes run back to back,
+        so its trajectory is read once (interleaved requests would re-read it every pass)."""
 
     def _design(self) -> Literal["generate", "choices"]:
         wanted = self.tasks.scoring_design
@@ -54,7 +58,10 @@ class VerifierService:
 
     async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
         if self.design == "choices":
-            return await self._choose(request)
+            if self._one_request_at_a_time is None:
+                return await self._choose(request)
+            async with self._one_request_at_a_time:
+                return await self._choose(request)
         rubrics = request.rubrics
         messages = stage_scoring.build_messages(
             question=request.question,

@@ -2,6 +2,7 @@
 backend (named as a fake): design selection, expected scores, the shared prompt prefix,
 retries, failures, and the core's use of expected scores."""
 
+import asyncio
 import math
 from collections.abc import Sequence
 
@@ -48,6 +49,7 @@ class FakeYesNoBackend(LLMBackend):
             raise TransportError("model server went away")
         prompt = messages[-1].content
         self.prompts.append(prompt)
+        await asyncio.sleep(0)  # lets concurrent requests interleave unless they are kept apart
         question = prompt.rsplit("Consider only rubric", 1)[1]
         p = next(v for k, v in self.p_yes.items() if k in question)
         return ChoiceScores(
@@ -173,3 +175,13 @@ def test_stage_score_uses_expected_scores_when_present() -> None:
         for k, j in judgments.items()
     }
     assert stage_score([a, b], plain, stage="answer") == pytest.approx(1.0)
+
+
+async def test_concurrent_requests_on_the_embedded_model_do_not_interleave() -> None:
+    backend = FakeYesNoBackend({"Cites sources": 0.5, "Invents facts": 0.5, "Plans": 0.5})
+    svc = service(backend)
+    other = REQUEST.model_copy(update={"stages": {**REQUEST.stages, "answer": "Other [2]."}})
+    await asyncio.gather(svc.stage_scores(REQUEST), svc.stage_scores(other))
+    answers = ["Pew [1]." in p for p in backend.prompts]
+    # each request's three rubric passes run back to back, so its trajectory stays cached
+    assert answers in ([True] * 3 + [False] * 3, [False] * 3 + [True] * 3)
