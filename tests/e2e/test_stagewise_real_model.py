@@ -23,7 +23,7 @@ async def test_stagewise_score_with_the_embedded_model(tmp_path: Path) -> None:
         out = response.json()
         buffer = await client.get(f"{gateway}/v1/buffers/{out['question_id']}")
     assert buffer.status_code == 200
-    assert out["usage"]["calls"] >= 3  # one generation + one scoring call per rollout
+    assert out["usage"]["calls"] >= 3  # one generation call + a scoring pass per rubric
     assert out["usage"]["prompt_tokens"] > 500 and out["usage"]["completion_tokens"] > 50
     thorough, wrong = out["rollouts"]
     for rollout in (thorough, wrong):
@@ -35,6 +35,8 @@ async def test_stagewise_score_with_the_embedded_model(tmp_path: Path) -> None:
         used = {r["id"] for rs in out["rubrics"].values() for r in rs}
         assert judged == used
         assert all(j["justification"] for j in rollout["judgments"])
+        # the embedded default is the choices design: every rubric has an expected score
+        assert all(0.0 <= j["expected_score"] <= 2.0 for j in rollout["judgments"])
     # the judge must see that "a fuel line ruptured" is worse than the right answer
     assert thorough["scores"]["answer"] > wrong["scores"]["answer"]
     for stage in ("plan", "research", "review", "answer"):
