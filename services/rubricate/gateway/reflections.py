@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from urllib.parse import quote
 
 from prometheus_client import Counter
 from pydantic import Field
@@ -195,7 +196,7 @@ class ReflectionService:
         try:
             scoring = await self.store.request(
                 "GET",
-                f"/v1/scorings/{request.scoring_id}",
+                f"/v1/scorings/{quote(request.scoring_id, safe='')}",
                 response_model=Scoring,
                 headers=headers,
                 clock=clock,

@@ -242,6 +242,8 @@ async def test_bad_requests_get_one_error_shape(stack: Stack) -> None:
     cases: list[tuple[dict[str, Any], int, str]] = [
         (base, 422, "judgments"),
         ({**base, "scoring_id": "sc_missing"}, 404, "scoring_id"),
+        # any text is a path segment to the store, so odd characters are an unknown id too
+        ({**base, "scoring_id": "sc/\x7f?x=1"}, 404, "scoring_id"),
         ({**base, "scoring_id": group["scoring_id"]}, 422, "rollout_id"),
         ({**base, "scoring_id": group["scoring_id"], "rollout_id": "nope"}, 422, "rollout_id"),
         (
