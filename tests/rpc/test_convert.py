@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from rubricate.core.rubrics import Judgment
 from rubricate.gateway.endpoints import (
     ENDPOINTS,
     GET_BUFFER,
@@ -21,6 +22,7 @@ from rubricate.rpc.convert import (
     model_to_message,
 )
 from rubricate.rpc.protos import endpoint_types
+from rubricate.v1 import common_pb2
 
 STAGES = ("plan", "research", "review", "answer")
 RUBRIC = {
@@ -183,3 +185,14 @@ def test_bad_values_fail_pydantic_validation_with_field_paths() -> None:
     )
     with pytest.raises(ValueError, match="trajectory"):
         message_to_model(message, STAGEWISE_SCORE.request)
+
+
+def test_a_judgment_keeps_its_expected_score_and_its_absence() -> None:
+    soft = Judgment(rubric_id="r_1", stage="answer", score=2, expected_score=1.37)
+    plain = Judgment(rubric_id="r_1", stage="answer", score=1)
+    message = model_to_message(soft, common_pb2.Judgment)
+    assert message.HasField("expected_score") and message.expected_score == 1.37
+    assert message_to_model(message, Judgment) == soft
+    message = model_to_message(plain, common_pb2.Judgment)
+    assert not message.HasField("expected_score")  # null stays unset, not 0.0
+    assert message_to_model(message, Judgment).expected_score is None
