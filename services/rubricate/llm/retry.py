@@ -1,12 +1,18 @@
 """Retries of transport failures: exponential backoff with full jitter."""
 
 import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TypeVar
 
-from rubricate.llm.errors import TransportError
+from rubricate.common.metrics import LLM_RETRIES
+from rubricate.llm.errors import LLMError, TransportError
+from rubricate.llm.settings import LLMSettings
 from rubricate.llm.usage import Usage
+
+log = logging.getLogger("rubricate.llm.retry")
 
 R = TypeVar("R")
 
@@ -52,3 +58,35 @@ async def call_with_retries(
             if on_retry is not None:
                 on_retry(attempt, exc, delay)
             await sleep(delay)
+
+
+async def retried(
+    call: Callable[[], Awaitable[R]], *, task: str, backend: str, llm: LLMSettings, usage: Usage
+) -> R:
+    """`call()` under the retry policy of `llm`, each retry counted in the `task`'s retry
+    metric and logged; a final failure carries `usage` (the request's cost so far) with
+    the failed attempts merged in."""
+
+    def on_retry(n: int, exc: TransportError, delay: float) -> None:
+        LLM_RETRIES.labels(task, "transport").inc()
+        log.warning(
+            "llm.retry task=%s backend=%s retry=%d delay_s=%.2f error=%s",
+            task,
+            backend,
+            n,
+            delay,
+            exc,
+        )
+
+    try:
+        return await call_with_retries(
+            call,
+            max_retries=llm.max_retries,
+            base_s=llm.backoff_base_s,
+            max_s=llm.backoff_max_s,
+            on_retry=on_retry,
+        )
+    except LLMError as exc:
+        usage.merge(exc.usage)
+        exc.usage = replace(usage)
+        raise

@@ -25,11 +25,11 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -50,8 +50,8 @@ from rubricate.core.nuggets import (
 )
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.choice_call import scored_choices
-from rubricate.llm.errors import LLMError, OutputParseError, TransportError
-from rubricate.llm.retry import call_with_retries
+from rubricate.llm.errors import OutputParseError
+from rubricate.llm.retry import retried
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.tasks import nugget_labels
 from rubricate.llm.tasks.nugget_formats import (
@@ -76,8 +76,6 @@ REPLY_PREFIX = '["'
 """How a JSON label reply opens: the choices design reads the next token after it."""
 
 Design = Literal["generate", "choices"]
-
-_T = TypeVar("_T")
 
 
 class NuggetTaskSettings(BaseSettings):
@@ -333,32 +331,6 @@ class NuggetLabelService:
         parsed = ParsedLabels(labels=[label], spans=[(0, 0)], format="choices")
         return _Call(parsed=parsed, probabilities=[probabilities], repaired=False)
 
-    def _on_retry(self, n: int, exc: TransportError, delay: float) -> None:
-        LLM_RETRIES.labels(TASK, "transport").inc()
-        log.warning(
-            "llm.retry task=%s backend=%s retry=%d delay_s=%.2f error=%s",
-            TASK,
-            self.backend.name,
-            n,
-            delay,
-            exc,
-        )
-
-    async def _retried(self, call: Callable[[], Awaitable[_T]], usage: Usage) -> _T:
-        """`call()` with transport retries; a final failure carries the request's usage."""
-        try:
-            return await call_with_retries(
-                call,
-                max_retries=self.llm.max_retries,
-                base_s=self.llm.backoff_base_s,
-                max_s=self.llm.backoff_max_s,
-                on_retry=self._on_retry,
-            )
-        except LLMError as exc:
-            usage.merge(exc.usage)
-            exc.usage = replace(usage)
-            raise
-
     async def _judge(
         self, request: NuggetLabelsRequest, b: int, batch: Sequence[str], usage: Usage
     ) -> _Call:
@@ -406,7 +378,13 @@ class NuggetLabelService:
     async def _call(
         self, messages: Sequence[Message], params: GenerationParams, usage: Usage
     ) -> Completion:
-        completion = await self._retried(lambda: self.backend.complete(messages, params), usage)
+        completion = await retried(
+            lambda: self.backend.complete(messages, params),
+            task=TASK,
+            backend=self.backend.name,
+            llm=self.llm,
+            usage=usage,
+        )
         usage.record(
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
