@@ -4,12 +4,14 @@ pass per rubric reading p(yes) (`choices`, the default where the backend scores 
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
 from rubricate.common.model_server import TaskSettings
 from rubricate.common.schemas import UsageOut
 from rubricate.core.errors import DomainError
+from rubricate.core.rubrics import Rubric
 from rubricate.llm.base import GenerationParams, LLMBackend
 from rubricate.llm.choice_call import scored_choices
 from rubricate.llm.judge_call import judge_call
@@ -76,7 +78,7 @@ class VerifierService:
             schema_name="score_sheet",
         )
         usage = Usage()
-        stage_label = rubrics[0].stage if len({r.stage for r in rubrics}) == 1 else "all"
+        stage_label = _stage_label(rubrics)
         started = time.perf_counter()
         sheet = await judge_call(
             self.backend,
@@ -126,8 +128,7 @@ class VerifierService:
                 )
                 judgments.append(stage_scoring.choice_judgment(rubric, scores.logprobs))
         finally:
-            stage = rubrics[0].stage if len({r.stage for r in rubrics}) == 1 else "all"
-            JUDGE_LATENCY.labels(TASK, stage, self.backend.name).observe(
+            JUDGE_LATENCY.labels(TASK, _stage_label(rubrics), self.backend.name).observe(
                 time.perf_counter() - started
             )
             LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
@@ -142,3 +143,9 @@ class VerifierService:
             model=self.backend.model,
             backend=self.backend.name,
         )
+
+
+def _stage_label(rubrics: Sequence[Rubric]) -> str:
+    """The judge-latency metric's stage: the rubrics' stage when they share one (e.g. the
+    answer-only fallback call), else `all`."""
+    return rubrics[0].stage if len({r.stage for r in rubrics}) == 1 else "all"

@@ -140,7 +140,7 @@ def choice_judgment(rubric: Rubric, logprobs: Mapping[str, float]) -> Judgment:
         stage=rubric.stage,
         score=SCORE_MAX if p_yes >= 0.5 else SCORE_MIN,
         justification=f"p(yes) = {p_yes:.3f} from the judge's label probabilities",
-        expected_score=min(float(SCORE_MAX), max(float(SCORE_MIN), SCORE_MAX * p_yes)),
+        expected_score=SCORE_MAX * p_yes,  # p_yes = a / (a + b) with b >= 0: within [0, 1]
     )
 
 
