@@ -204,8 +204,10 @@ def compute(
                     model = Model()
                 record = records[topic]
                 answer_sentences = sentences(record["answer"])
-                vectors = np.array(embedder.embed(answer_sentences))
-                whole = np.array(embedder.embed([record["answer"]]))[0]
+                embedded = readout in ("window", "embedding")  # the others need no embeddings
+                if embedded:
+                    vectors = np.array(embedder.embed(answer_sentences))
+                    whole = np.array(embedder.embed([record["answer"]]))[0]
                 if readout == "pmi":
                     assert model is not None
                     prior = {
@@ -216,8 +218,9 @@ def compute(
                     }
                 for pair in group:
                     nugget = pair["nugget"]
-                    nugget_vector = np.array(embedder.embed([nugget]))[0]
-                    sims = vectors @ nugget_vector
+                    if embedded:
+                        nugget_vector = np.array(embedder.embed([nugget]))[0]
+                        sims = vectors @ nugget_vector
                     value: Any
                     if readout == "embedding":
                         value = [float(sims.max()), float(whole @ nugget_vector)]
@@ -277,12 +280,15 @@ def cross_validated(
         xa, xb = x[train], x[~train]
         if reduce is not None:
             xa, xb = reduce(xa, xb)
-        samples = [
-            Sample(p["topic"], tuple(row), p["gold"])
-            for p, row in zip((p for p, t in zip(pairs, train, strict=True) if t), xa, strict=True)
-        ]
-        weights = fit_weights(samples)
-        for p, row in zip((p for p, t in zip(pairs, train, strict=True) if not t), xb, strict=True):
+        train_pairs = [p for p, t in zip(pairs, train, strict=True) if t]
+        test_pairs = [p for p, t in zip(pairs, train, strict=True) if not t]
+        weights = fit_weights(
+            [
+                Sample(p["topic"], tuple(row), p["gold"])
+                for p, row in zip(train_pairs, xa, strict=True)
+            ]
+        )
+        for p, row in zip(test_pairs, xb, strict=True):
             gold.append(p["gold"])
             pred.append(predict(weights, [float(v) for v in row]))
     matrix = metrics.confusion(gold, pred, LABELS)
