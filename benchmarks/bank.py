@@ -26,16 +26,16 @@ from pathlib import Path
 
 from sqlalchemy import Engine, insert
 
+from rubricate.common.cache import MemoryCache
 from rubricate.common.embeddings import MINILM_DIM, shared_embedder
 from rubricate.core.normalize import question_hash
-from rubricate.store.bank_index import BankSettings, encode_vector
-from rubricate.store.bank_models import BankItemRow
-from rubricate.store.bank_schemas import RetrieveRequest
-from rubricate.store.bank_service import build_bank_service
-from rubricate.store.cache import MemoryCache
-from rubricate.store.db import make_engine, unit_of_work
-from rubricate.store.migrate import upgrade_to_head
-from rubricate.store.models import utcnow
+from rubricate.db.base import utcnow
+from rubricate.db.engine import make_engine, unit_of_work
+from rubricate.db.migrate import upgrade_to_head
+from rubricate.reflections.store.index import BankSettings, encode_vector
+from rubricate.reflections.store.models import BankItemRow
+from rubricate.reflections.store.schemas import RetrieveRequest
+from rubricate.reflections.store.service import build_bank_service
 
 TOPICS = ["orbit", "vaccine", "tax", "bread", "river", "chip", "law", "poem", "storm", "gene"]
 

@@ -26,9 +26,9 @@ import httpx
 
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 from rubricate.gateway.settings import GatewaySettings
-from rubricate.llm.fake_judge import FakeJudgeBackend
 from rubricate.llm.settings import LLMSettings
 from rubricate.store.settings import StoreSettings
+from rubricate.testing.fake_judge import FakeJudgeBackend
 
 TRAJECTORY = (
     "<think>scope {m}</think><structured_plan>plan {m}</structured_plan>"

@@ -27,9 +27,9 @@ import httpx
 
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 from rubricate.llm.base import LLMBackend
-from rubricate.llm.fake_judge import FakeJudgeBackend
-from rubricate.llm.fake_mining import fake_mining_handlers
 from rubricate.miner.demo_corpus import subset
+from rubricate.testing.fake_judge import FakeJudgeBackend
+from rubricate.testing.fake_mining import fake_mining_handlers
 
 QUESTION = "How do I encode Python objects as JSON strings?"
 LIMITS: dict[str, dict[str, Any]] = {

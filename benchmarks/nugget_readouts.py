@@ -1,7 +1,7 @@
 """Other readouts of the embedded verifier model: do they add to the shipped calibration?
 
 Prints figures; asserts nothing. On the pairs of the shipped calibration's features file
-(`rubricate/verifier/calibrations/qwen2.5-coder-1.5b.features.jsonl`: 875 pairs of 146
+(`rubricate/nuggets/verifier/calibrations/qwen2.5-coder-1.5b.features.jsonl`: 875 pairs of 146
 RAG24 dev topics, with the three label log-probabilities of the `choices` design and the
 word overlap), it computes extra inputs per pair with the embedded model and
 cross-validates the calibration's multinomial model with each added (5 folds of whole
@@ -43,14 +43,17 @@ from typing import Any
 
 import numpy as np
 
-from rubricate.core.nugget_calibration import features as calibration_features
-from rubricate.core.nuggets import LABELS, Label
 from rubricate.evaluation import metrics
 from rubricate.evaluation.calibration import SUPPORTED_GROUPS, Sample, fit_weights, predict
+from rubricate.nuggets.domain.calibration import features as calibration_features
+from rubricate.nuggets.domain.rewards import LABELS
+from rubricate_client.schemas.nuggets import Label
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "rag24-nuggets-dev.jsonl"
-FEATURES_FILE = ROOT / "services/rubricate/verifier/calibrations/qwen2.5-coder-1.5b.features.jsonl"
+FEATURES_FILE = (
+    ROOT / "services/rubricate/nuggets/verifier/calibrations/qwen2.5-coder-1.5b.features.jsonl"
+)
 READOUTS = ("window", "pmi", "probe", "embedding")
 REPLY_PREFIX = '["'
 CHOICES = ("support", "partial", "not")  # the labels' first tokens, as the verifier scores them
@@ -96,7 +99,7 @@ class Model:
 
     def prompt(self, question: str, block: str, nugget: str) -> str:
         from rubricate.llm.openai_format import chat_messages
-        from rubricate.llm.tasks import nugget_labels
+        from rubricate.nuggets.prompts import labels as nugget_labels
 
         messages = nugget_labels.build_messages(
             question=question,

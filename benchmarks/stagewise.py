@@ -74,7 +74,7 @@ async def model_group(n: int) -> None:
 
 
 def _serve_upstreams(ports: dict[str, int], ready: Any) -> None:
-    from rubricate.llm.fake_judge import FakeJudgeBackend
+    from rubricate.testing.fake_judge import FakeJudgeBackend
 
     async def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:

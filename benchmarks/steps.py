@@ -25,7 +25,7 @@ import httpx
 
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 from rubricate.llm.base import GenerationParams, LLMBackend
-from rubricate.llm.fake_judge import FakeJudgeBackend
+from rubricate.testing.fake_judge import FakeJudgeBackend
 
 QUESTION = "Why was NASA's Mars Climate Orbiter lost in 1999?"
 STEPS = [

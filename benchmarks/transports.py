@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from rubricate.client import AsyncClient, AsyncGrpcClient
 from rubricate.embedded import SERVICES, EmbeddedPlatform
-from rubricate.llm.fake_judge import FakeJudgeBackend
+from rubricate.testing.fake_judge import FakeJudgeBackend
+from rubricate_client import AsyncClient, AsyncGrpcClient
 
 ADVANTAGES = {"scores": [[i / 8, 0.5, 0.25, 1.0] for i in range(8)]}
 

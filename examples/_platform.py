@@ -31,8 +31,8 @@ def gateway(args: argparse.Namespace) -> Iterator[dict[str, str]]:
         yield {"http": args.url, "grpc": os.environ.get("RUBRICATE_GRPC", "127.0.0.1:50051")}
         return
     from rubricate.embedded import SERVICES, EmbeddedPlatform
-    from rubricate.llm.fake_judge import FakeJudgeBackend
     from rubricate.llm.settings import LLMSettings
+    from rubricate.testing.fake_judge import FakeJudgeBackend
 
     ready = threading.Event()
     stop: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []

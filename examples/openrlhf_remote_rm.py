@@ -57,10 +57,12 @@ def main() -> None:
             reply = http.post(f"{urls['http']}/get_reward", json=batch)
             reply.raise_for_status()
             out = reply.json()
-            rewards = out["rewards"]
-            mean = statistics.fmean(rewards)
-            spread = statistics.pstdev(rewards) or 1.0
-            advantages = [(r - mean) / spread for r in rewards]  # what GRPO would do
+            rewards = out["rewards"]  # None: the judge could not score that sample
+            scored = [r for r in rewards if r is not None]
+            mean = statistics.fmean(scored) if scored else 0.0
+            spread = (statistics.pstdev(scored) if len(scored) > 1 else 0.0) or 1.0
+            # what GRPO would do; an unscored sample gets no advantage (left out, not 0 reward)
+            advantages = [0.0 if r is None else (r - mean) / spread for r in rewards]
             print(f"step {step}: rewards {rewards}")
             print(f"         advantages {[round(a, 3) for a in advantages]}")
             print(f"         scored {out['extra_logs']['rubricate/scored']}")

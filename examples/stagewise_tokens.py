@@ -6,8 +6,8 @@ Run:  python examples/stagewise_tokens.py --fake-judge [--grpc]
 
 from _platform import gateway, parser
 
-from rubricate.client import Client, GrpcClient, token_values
-from rubricate.client.tokens import offsets_of
+from rubricate_client import Client, GrpcClient, token_values
+from rubricate_client.tokens import offsets_of
 
 QUESTION = "Why was the Mars Climate Orbiter lost?"
 

@@ -2,7 +2,7 @@
 straight into the trainer:
 
     from trl import GRPOConfig, GRPOTrainer
-    from rubricate.client.trl import RubricateReward
+    from rubricate_client.trl import RubricateReward
     trainer = GRPOTrainer(model=..., args=GRPOConfig(...), train_dataset=dataset,
                           reward_funcs=[RubricateReward("http://<gateway>:8000")])
 
@@ -16,7 +16,7 @@ import statistics
 
 from _platform import gateway, parser
 
-from rubricate.client.trl import RubricateReward
+from rubricate_client.trl import RubricateReward
 
 QUESTION = "Why was the Mars Climate Orbiter lost?"
 

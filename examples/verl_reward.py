@@ -3,7 +3,7 @@
 In veRL's trainer config (no code of your own):
 
     custom_reward_function:
-      path: /path/to/site-packages/rubricate/client/verl.py
+      path: /path/to/site-packages/rubricate_client/verl.py
       name: compute_score            # per-sample manager (naive)
       # name: compute_score_batch    # with reward_model.reward_manager=batch
       reward_kwargs:
@@ -18,7 +18,7 @@ import json
 
 from _platform import gateway, parser
 
-from rubricate.client.verl import compute_score, compute_score_batch
+from rubricate_client.verl import compute_score, compute_score_batch
 
 QUESTION = "Why was the Mars Climate Orbiter lost?"
 

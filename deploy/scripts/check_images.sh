@@ -4,11 +4,15 @@
 # made from Debian packages (debootstrap + Debian's Python 3.11). Prints a summary: image
 # sizes, the user the containers run as, `rubricate --help`, the HEALTHCHECK against /healthz.
 #
-# Usage (as root; about 30 minutes the first time on 2 shared cores, most of it compiling
-# llama-cpp-python: once for the two CPU images, which share that layer, and once for the GPU
-# image's builder):
+# Images (keys for --only): service (Dockerfile: gateway, store, migrations, openai-backend
+# model servers), miner (Dockerfile.miner), model-cpu (Dockerfile.model-cpu), model-gpu
+# (Dockerfile.model-gpu, builder stage only). Every image's size is printed, next to the size
+# recorded for the image that ran the role before the split by extras (docs/deploy.md).
 #
-#   sudo deploy/scripts/check_images.sh [--only service,model-cpu,model-gpu]
+# Usage (as root; about 30 minutes the first time on 2 shared cores, most of it compiling
+# llama-cpp-python for the CPU model image; the other images compile nothing):
+#
+#   sudo deploy/scripts/check_images.sh [--only service,miner,model-cpu,model-gpu]
 #                                       [--embedded-model qwen2.5-coder-1.5b|smollm2-135m]
 #                                       [--rebuild-base] [--keep]
 #
@@ -50,7 +54,7 @@ HEALTH_TIMEOUT_S="${HEALTH_TIMEOUT_S:-600}"
 BASE_IMAGE="localhost/rubricate-check/python:3.11-slim-bookworm"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n 1)"
 
-ONLY="service,model-cpu,model-gpu"
+ONLY="service,miner,model-cpu,model-gpu"
 EMBEDDED_MODEL="qwen2.5-coder-1.5b"
 REBUILD_BASE=0
 KEEP=0
@@ -190,7 +194,7 @@ BASE_PIP="$("${PODMAN[@]}" run "${LIMITS[@]}" --rm --network none "$BASE_IMAGE" 
 note "base stand-in: $BASE_PYTHON, $BASE_PIP, $((BASE_SIZE / 1000000)) MB"
 
 # ------------------------------------------------------------------------------ PyTorch index
-if [[ -z ${TORCH_INDEX_URL:-} ]] && (wants service || wants model-cpu); then
+if [[ -z ${TORCH_INDEX_URL:-} ]] && wants miner; then
     if curl -fs -m 10 -o /dev/null https://download.pytorch.org/whl/cpu/torch/; then
         TORCH_INDEX_URL="https://download.pytorch.org/whl/cpu"
     else
@@ -268,10 +272,32 @@ HARDENED=(--network none --read-only --tmpfs /tmp:rw,mode=1777
     --tmpfs /home/rubricate:rw,U
     --cap-drop ALL --security-opt no-new-privileges)
 
-check_image() { # check_image KEY TAG
-    local key="$1" tag="$2" size user hc ident ctr deadline state
+# Sizes recorded by this script on 2026-11-22 (docs/deploy.md, "Results"), before the images
+# were split by extras: the one service image (gateway, store, migrations, miner: llama.cpp
+# and PyTorch in all of them) and the CPU model image (with PyTorch).
+declare -A BEFORE_MB=([service]=1786 [miner]=1786 [model-cpu]=2903)
+declare -A BEFORE_WHAT=([service]="the all-in-one rubricate image" [miner]="the all-in-one rubricate image"
+    [model-cpu]="rubricate-model-cpu with PyTorch")
+
+size_row() { # size_row KEY TAG
+    local key="$1" tag="$2" size before=""
     size="$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$tag")"
-    row "$key" "size" "$((size / 1000000)) MB ($(((size - BASE_SIZE) / 1000000)) MB above the base)"
+    [[ -n ${BEFORE_MB[$key]:-} ]] && before="; before: ${BEFORE_MB[$key]} MB, ${BEFORE_WHAT[$key]}"
+    row "$key" "size" "$((size / 1000000)) MB ($(((size - BASE_SIZE) / 1000000)) MB above the base$before)"
+}
+
+check_absent() { # check_absent KEY TAG MODULE... : the image must not carry these
+    local key="$1" tag="$2" found
+    shift 2
+    found="$("${PODMAN[@]}" run "${LIMITS[@]}" --rm --no-healthcheck --network none "$tag" python -c \
+        "import importlib.util as u, sys; print(' '.join(m for m in sys.argv[1:] if u.find_spec(m)))" "$@" 2>&1)" || true
+    if [[ -z $found ]]; then pass "$key" "leaves out $*"
+    else fail "$key" "leaves out $*" "found: $found"; fi
+}
+
+check_image() { # check_image KEY TAG
+    local key="$1" tag="$2" user hc ident ctr deadline state
+    size_row "$key" "$tag"
     config() { "${BUILDAH[@]}" inspect --type image "$tag" | python3 -c \
         "import json, sys; print(json.dumps(json.load(sys.stdin)['Docker']['config'].get('$1')))"; }
     user="$(config User)"
@@ -336,25 +362,32 @@ check_image() { # check_image KEY TAG
 
 if wants service; then
     build service Dockerfile "localhost/rubricate:$VERSION" \
+        --build-arg "PYTHON_IMAGE=$BASE_IMAGE" \
+        && { check_image service "localhost/rubricate:$VERSION"; check_absent service "localhost/rubricate:$VERSION" torch llama_cpp sentence_transformers celery; }
+fi
+if wants miner; then
+    build miner Dockerfile.miner "localhost/rubricate-miner:$VERSION" \
         --build-arg "PYTHON_IMAGE=$BASE_IMAGE" --build-arg "TORCH_INDEX_URL=$TORCH_INDEX_URL" \
-        && check_image service "localhost/rubricate:$VERSION"
+        && { check_image miner "localhost/rubricate-miner:$VERSION"; check_absent miner "localhost/rubricate-miner:$VERSION" llama_cpp vllm; }
 fi
 if wants model-cpu; then
     build model-cpu Dockerfile.model-cpu "localhost/rubricate-model-cpu:$VERSION" \
-        --build-arg "PYTHON_IMAGE=$BASE_IMAGE" --build-arg "TORCH_INDEX_URL=$TORCH_INDEX_URL" \
-        --build-arg "EMBEDDED_MODEL=$EMBEDDED_MODEL" \
-        && check_image model-cpu "localhost/rubricate-model-cpu:$VERSION"
+        --build-arg "PYTHON_IMAGE=$BASE_IMAGE" --build-arg "EMBEDDED_MODEL=$EMBEDDED_MODEL" \
+        && { check_image model-cpu "localhost/rubricate-model-cpu:$VERSION"; check_absent model-cpu "localhost/rubricate-model-cpu:$VERSION" torch sentence_transformers celery; }
 fi
 if wants model-gpu; then
-    # No CUDA/vLLM base here. Its builder stage (compile llama-cpp-python, wheel rubricate) runs
-    # on the stand-in; the runtime stage would install vLLM with CUDA from PyPI, not done here.
+    # No CUDA/vLLM base here. Its builder stage (the two Rubricate wheels, the requirement
+    # list) runs on the stand-in; the runtime stage would install vLLM with CUDA from PyPI, not
+    # done here, so this image has no size to print.
     build model-gpu Dockerfile.model-gpu "localhost/rubricate-check/model-gpu-builder:$VERSION" \
         --build-arg "VLLM_IMAGE=$BASE_IMAGE" --target builder \
         && if "${PODMAN[@]}" run "${LIMITS[@]}" --rm --network none "localhost/rubricate-check/model-gpu-builder:$VERSION" \
             ls /wheels >"$LOGS/gpu-wheels.log" 2>&1 && grep -q '^rubricate-' "$LOGS/gpu-wheels.log" \
-            && grep -q '^llama_cpp_python-' "$LOGS/gpu-wheels.log"; then
+            && grep -q '^rubricate_client-' "$LOGS/gpu-wheels.log" \
+            && ! grep -q '^llama_cpp_python-' "$LOGS/gpu-wheels.log"; then
             pass model-gpu "builder stage on the stand-in" "$(tr '\n' ' ' <"$LOGS/gpu-wheels.log")"
         else fail model-gpu "builder stage on the stand-in" "$(tr '\n' ' ' <"$LOGS/gpu-wheels.log")"; fi
+    row model-gpu "size" "n/a: the runtime stage needs the vllm/vllm-openai base (CUDA, PyTorch, vLLM)"
 fi
 
 # ------------------------------------------------------------------------------------ summary

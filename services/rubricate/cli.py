@@ -9,16 +9,31 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rubricate.extras import configured_backend, require_role_extras
+
 SERVICES = ("gateway", "rubric-generator", "verifier", "store", "miner", "all")
+SERVICE_PORTS = {
+    "gateway": 8000,
+    "rubric-generator": 8001,
+    "verifier": 8002,
+    "store": 8003,
+    "miner": 8004,
+}
+"""Each service's default port: rubricate.embedded.DEFAULT_PORTS, which is not imported for one
+service because rubricate.embedded imports every service (and so every role's extra)."""
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # before anything imports the role's dependencies: one line naming the missing extra
+    require_role_extras(args.service, backend=configured_backend())
+
     import uvicorn
 
     from rubricate.common.logging import configure_logging
-    from rubricate.embedded import DEFAULT_PORTS, EmbeddedPlatform
 
     if args.service == "all":
+        from rubricate.embedded import DEFAULT_PORTS, EmbeddedPlatform
+
         # embedded mode is for people at a terminal: text lines unless RUBRICATE_LOG_FORMAT says
         configure_logging(
             service="embedded", fmt=None if os.environ.get("RUBRICATE_LOG_FORMAT") else "text"
@@ -59,7 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
         "store": "rubricate.store.app:create_app",
         "miner": "rubricate.miner.app:create_app",
     }[args.service]
-    port = args.port or DEFAULT_PORTS[args.service]
+    port = args.port or SERVICE_PORTS[args.service]
     from rubricate.common.auth import AuthSettings, assert_safe_bind
 
     configure_logging(service=args.service)  # JSON lines with request ids, from the first line
@@ -79,6 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    require_role_extras("demo", backend=configured_backend())
     from rubricate.demo import run_demo
 
     return run_demo(data_dir=Path(args.data_dir) if args.data_dir else None)
@@ -86,7 +102,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _migrate(_: argparse.Namespace) -> int:
     from rubricate.common.logging import configure_logging
-    from rubricate.store.migrate import upgrade_to_head
+    from rubricate.db.migrate import upgrade_to_head
     from rubricate.store.settings import StoreSettings
 
     configure_logging(service="migrate")

@@ -16,8 +16,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from rubricate.core.constants import STAGES
 from rubricate.embedded import EmbeddedPlatform
+from rubricate_client.constants import STAGES
 
 console = Console()
 

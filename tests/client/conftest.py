@@ -1,5 +1,5 @@
-"""The adapters are tested against a running embedded platform (FakeJudgeBackend)."""
+"""The running embedded platform with a fake judge (`tests/support/gateway.py`)."""
 
-from tests.services.gateway.conftest import running
+from tests.support.gateway import running
 
 __all__ = ["running"]

@@ -1,4 +1,4 @@
-from rubricate.client.curriculum import windowed_curriculum
+from rubricate_client.curriculum import windowed_curriculum
 
 
 def test_items_are_batched_then_windowed() -> None:

@@ -7,9 +7,9 @@ from email.utils import format_datetime
 
 import pytest
 
-from rubricate.client import APIError, AsyncClient, Client, RetryPolicy, TransportError
-from rubricate.client.retry import parse_retry_after
-from rubricate.gateway.endpoints import STAGEWISE_ADVANTAGES
+from rubricate_client import APIError, AsyncClient, Client, RetryPolicy, TransportError
+from rubricate_client.endpoints import STAGEWISE_ADVANTAGES
+from rubricate_client.retry import parse_retry_after
 from tests.client.scripted_server import Reply, ScriptedServer, error_body
 
 ADVANTAGES_OK = {"returns": [[1.0, 1.0, 1.0, 1.0]], "advantages": [[0.0, 0.0, 0.0, 0.0]]}

@@ -9,8 +9,8 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
-from rubricate.client.tokens import offsets_of, token_ranges, token_values
-from rubricate.core.stages import parse_stages
+from rubricate.stagewise.domain.stages import parse_stages
+from rubricate_client.tokens import offsets_of, token_ranges, token_values
 
 TRAJECTORY = (
     "<structured_plan>find the cause</structured_plan>"

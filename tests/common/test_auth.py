@@ -8,12 +8,18 @@ from fastapi import APIRouter
 from pydantic import SecretStr, ValidationError
 
 from rubricate.common.app import create_service_app
-from rubricate.common.auth import AuthSettings, assert_safe_bind, hash_key, new_key
+from rubricate.common.auth import (
+    INTERNAL_SERVICES,
+    AuthSettings,
+    assert_safe_bind,
+    hash_key,
+    new_key,
+)
 from rubricate.common.tenancy import TenantDep
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 from rubricate.gateway.settings import GatewaySettings
-from rubricate.llm.fake_judge import FakeJudgeBackend
-from tests.services.gateway.conftest import fast_llm, trajectory
+from rubricate.testing.fake_judge import FakeJudgeBackend
+from tests.support.gateway import fast_llm, trajectory
 
 KEY_A = new_key()
 KEY_B = new_key()
@@ -147,3 +153,117 @@ async def test_platform_with_keys_end_to_end(
             f"{store}/v1/buffers/{qid}", headers={"Authorization": f"Bearer {INTERNAL}"}
         )
         assert other.status_code == 404
+
+
+# --- issue 17, item 6: the internal services take the internal credential only
+
+
+def internal_app(service: str, auth: AuthSettings) -> httpx.AsyncClient:
+    router = APIRouter()
+
+    @router.post("/v1/tasks/echo")
+    async def echo(tenant: TenantDep = "default") -> dict[str, str]:
+        return {"tenant": tenant}
+
+    app = create_service_app(service=service, title="t", routers=[router], auth=auth)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+
+@pytest.mark.parametrize("service", sorted(INTERNAL_SERVICES))
+async def test_internal_services_refuse_tenant_keys(service: str) -> None:
+    async with internal_app(service, settings()) as c:
+        r = await c.post("/v1/tasks/echo", headers={"Authorization": f"Bearer {KEY_A}"})
+        assert r.status_code == 403, r.text
+        assert r.json()["error"]["type"] == "forbidden"
+        assert "gateway" in r.json()["error"]["message"]
+        r = await c.post("/v1/tasks/echo", headers={"X-API-Key": KEY_B})
+        assert r.status_code == 403
+        assert (await c.post("/v1/tasks/echo")).status_code == 401
+        r = await c.post("/v1/tasks/echo", headers={"Authorization": "Bearer rk_nope"})
+        assert r.status_code == 401
+        ok = await c.post(
+            "/v1/tasks/echo",
+            headers={"Authorization": f"Bearer {INTERNAL}", "X-Rubricate-Tenant": "team-b"},
+        )
+        assert ok.status_code == 200 and ok.json() == {"tenant": "team-b"}
+        assert (await c.get("/healthz")).status_code == 200
+
+
+async def test_internal_services_in_open_mode_are_unchanged() -> None:
+    async with internal_app("store", AuthSettings(mode="open")) as c:
+        r = await c.post("/v1/tasks/echo", headers={"X-Rubricate-Tenant": "x1"})
+        assert r.status_code == 200 and r.json() == {"tenant": "x1"}
+
+
+def test_internal_services_need_no_key_table() -> None:
+    only_token = AuthSettings(mode="api_key", internal_token=SecretStr(INTERNAL))
+    for service in INTERNAL_SERVICES:
+        assert_safe_bind(only_token, host="0.0.0.0", service=service)
+    with pytest.raises(ValueError, match="API_KEYS"):
+        assert_safe_bind(only_token, host="0.0.0.0", service="gateway")
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        ("short-token", "11 characters"),
+        ("changeme-changeme-changeme", "placeholder"),
+        ("REPLACE_ME_WITH_A_RANDOM_TOKEN", "placeholder"),
+        ("t" * 32, "distinct"),
+        (KEY_A, "API key"),
+    ],
+)
+def test_weak_internal_tokens_are_refused_outside_development(token: str, why: str) -> None:
+    weak = AuthSettings(
+        mode="api_key",
+        api_keys=f"team-a:{hash_key(KEY_A)}",
+        internal_token=SecretStr(token),
+    )
+    with pytest.raises(ValueError, match=why):
+        weak.check()
+    # development (open mode, loopback only) does not need one
+    AuthSettings(mode="open", internal_token=SecretStr(token)).check()
+
+
+async def test_tenant_keys_cannot_reach_internal_services_of_a_running_platform(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compose set-up: every service sees the same key table. A tenant's key works on
+    the gateway (whose own calls to the store and model servers pass with the internal
+    token) and is refused by every internal service."""
+    monkeypatch.setenv("RUBRICATE_AUTH_MODE", "api_key")
+    monkeypatch.setenv("RUBRICATE_AUTH_API_KEYS", f"team-a:{hash_key(KEY_A)}")
+    monkeypatch.setenv("RUBRICATE_AUTH_INTERNAL_TOKEN", INTERNAL)
+    platform = EmbeddedPlatform(
+        data_dir=tmp_path,
+        ports=dict.fromkeys(SERVICES, 0),
+        llm=fast_llm(),
+        backend=FakeJudgeBackend(),
+        gateway=GatewaySettings(upstream_retries=0, grpc_enabled=False),
+    )
+    body = {
+        "question": "q?",
+        "rollouts": [
+            {"id": "a", "trajectory": trajectory("[[excellent]]")},
+            {"id": "b", "trajectory": trajectory("[[poor]]")},
+        ],
+    }
+    key = {"Authorization": f"Bearer {KEY_A}"}
+    async with platform, httpx.AsyncClient(timeout=30) as c:
+        ok = await c.post(f"{platform.urls['gateway']}/v1/stagewise/score", json=body, headers=key)
+        assert ok.status_code == 200, ok.text
+        qid = ok.json()["question_id"]
+        attempts = {
+            "store": ("POST", "/v1/bank/items", {"question": "q?", "text": "x"}),
+            "verifier": ("POST", "/v1/tasks/stage-scores", {}),
+            "rubric-generator": ("POST", "/v1/tasks/stage-rubrics", {}),
+            "miner": ("GET", "/v1/corpora", None),
+        }
+        for name, (method, path, payload) in attempts.items():
+            r = await c.request(method, platform.urls[name] + path, json=payload, headers=key)
+            assert r.status_code == 403, (name, r.status_code, r.text)
+        read = await c.get(f"{platform.urls['store']}/v1/buffers/{qid}", headers=key)
+        assert read.status_code == 403
+        internal = {"Authorization": f"Bearer {INTERNAL}", "X-Rubricate-Tenant": "team-a"}
+        mine = await c.get(f"{platform.urls['store']}/v1/buffers/{qid}", headers=internal)
+        assert mine.status_code == 200

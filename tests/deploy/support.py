@@ -37,6 +37,8 @@ HISTOGRAMS: dict[str, frozenset[str]] = {
     "rubricate_http_request_duration_seconds": frozenset({"service", "route", "method", "status"}),
     "rubricate_job_duration_seconds": frozenset({"task", "outcome"}),
     "rubricate_grpc_request_duration_seconds": frozenset({"method", "code"}),
+    "rubricate_audit_group_agreement": frozenset(),
+    "rubricate_audit_rank_tau": frozenset(),
 }
 COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_fallbacks_total": frozenset({"kind"}),
@@ -48,6 +50,8 @@ COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_idempotent_replays_total": frozenset(),
     "rubricate_tenant_throttled_total": frozenset(),
     "rubricate_judge_cache_total": frozenset({"result"}),
+    "rubricate_audit_groups_total": frozenset({"outcome"}),
+    "rubricate_audit_submit_failures_total": frozenset(),
 }
 GAUGES: dict[str, frozenset[str]] = {
     "rubricate_store_cache_up": frozenset(),
@@ -55,6 +59,11 @@ GAUGES: dict[str, frozenset[str]] = {
     "rubricate_buffer_questions": frozenset(),
     "rubricate_bank_items": frozenset(),
     "rubricate_llm_circuit_open": frozenset({"backend"}),
+    "rubricate_audit_agreement_min": frozenset(),
+    "rubricate_audit_agreement_drop_max": frozenset(),
+    "rubricate_audit_gaming_candidates": frozenset(),
+    "rubricate_audit_length_correlation_max": frozenset(),
+    "rubricate_audit_addressing_rollouts": frozenset(),
     # from rubricate.common.queue_metrics.QueueDepthCollector
     "rubricate_queue_depth": frozenset({"queue"}),
     "rubricate_queue_broker_up": frozenset(),

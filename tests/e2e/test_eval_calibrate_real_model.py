@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from rubricate.cli import main
-from rubricate.core.nugget_calibration import LabelCalibration
 from rubricate.evaluation.calibrate_run import load_samples
-from rubricate.verifier.nuggets import load_calibration
+from rubricate.nuggets.domain.calibration import LabelCalibration
+from rubricate.nuggets.verifier.service import load_calibration
 
 pytestmark = pytest.mark.model
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rubricate.client import AsyncGrpcClient, RetryPolicy
 from rubricate.demo import load_example
 from rubricate.embedded import SERVICES, EmbeddedPlatform
+from rubricate_client import AsyncGrpcClient, RetryPolicy
 
 pytestmark = pytest.mark.model
 

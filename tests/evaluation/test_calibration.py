@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rubricate.core.nugget_calibration import LabelCalibration, softmax
-from rubricate.core.nuggets import LABELS, Label
 from rubricate.evaluation.calibrate_run import load_samples
 from rubricate.evaluation.calibration import Sample, cross_validate, fit, fit_weights, predict
+from rubricate.nuggets.domain.calibration import LabelCalibration, softmax
+from rubricate.nuggets.domain.rewards import LABELS
+from rubricate_client.schemas.nuggets import Label
 
 TRUE_WEIGHTS: dict[Label, tuple[float, ...]] = {
     "support": (-1.0, 2.0, 0.0, 0.0, 4.0),

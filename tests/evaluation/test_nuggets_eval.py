@@ -21,10 +21,9 @@ from rubricate.evaluation.nuggets import (
     summarize,
 )
 from rubricate.gateway.settings import GatewaySettings
-from rubricate.llm.fake_judge import FakeJudgeBackend
 from rubricate.llm.settings import LLMSettings
-
-from ..services.nugget_fakes import FakeNuggetLabeller
+from rubricate.testing.fake_judge import FakeJudgeBackend
+from rubricate.testing.fake_nuggets import FakeNuggetLabeller
 
 RECORDS = [
     {

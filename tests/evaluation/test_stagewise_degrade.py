@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from rubricate.core.stages import parse_stages
 from rubricate.evaluation.build_stagewise_set import build_case, build_set
 from rubricate.evaluation.degrade import (
     KINDS,
@@ -26,6 +25,7 @@ from rubricate.evaluation.degrade import (
     truncate_answer,
 )
 from rubricate.evaluation.stagewise import SHIPPED_SET, case_from_json, case_to_json, load_cases
+from rubricate.stagewise.domain.stages import parse_stages
 
 RAG24 = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "rag24-nuggets-dev.jsonl"
 

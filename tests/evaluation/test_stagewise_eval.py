@@ -32,8 +32,8 @@ from rubricate.evaluation.stagewise import (
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.llm.base import GenerationParams
 from rubricate.llm.errors import TransportError
-from rubricate.llm.fake_judge import FakeJudgeBackend
 from rubricate.llm.settings import LLMSettings
+from rubricate.testing.fake_judge import FakeJudgeBackend
 
 from .test_stagewise_degrade import CASE, OTHER
 

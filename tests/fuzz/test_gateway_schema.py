@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.llm.fake import minimal_instance
-from rubricate.llm.fake_judge import FakeJudgeBackend
 from rubricate.llm.settings import LLMSettings
+from rubricate.testing.fake_judge import FakeJudgeBackend
 
 
 class FuzzJudge(FakeJudgeBackend):
@@ -104,4 +104,58 @@ def test_no_server_errors(platform: EmbeddedPlatform) -> None:
 
         check()
     assert operations >= 10, "the gateway schema lists too few operations"
+    assert not failures, "\n".join(sorted(set(failures)))
+
+
+# --- issue 17: every internal service's API, with the same fake judge behind the model servers
+
+ALLOWED_5XX = frozenset({502, 503})
+INTERNAL = ("store", "verifier", "rubric-generator", "miner")
+
+
+def off_contract(response: Any) -> str | None:
+    """Why a response breaks the contract: a status outside 2xx/4xx/502/503, an error body
+    off the one error shape, or an unhandled error passed on."""
+    status = response.status_code
+    if status < 400:
+        return None if status < 300 else f"unexpected status {status}"
+    try:
+        error = response.json()["error"]
+        assert isinstance(error["type"], str) and isinstance(error["message"], str)
+        assert "request_id" in error and "field" in error
+    except (ValueError, KeyError, TypeError, AssertionError):
+        return f"{status} outside the error shape: {response.text[:200]}"
+    if status >= 500 and status not in ALLOWED_5XX:
+        return f"{status} {error['type']}: {error['message'][:300]}"
+    if error["type"] == "internal_error":
+        return f"{status} internal_error passed on: {error['message'][:300]}"
+    return None
+
+
+@pytest.mark.parametrize("service", INTERNAL)
+def test_internal_services_keep_the_contract(platform: EmbeddedPlatform, service: str) -> None:
+    base = platform.urls[service]
+    api = schemathesis.openapi.from_url(f"{base}/openapi.json")
+    failures: list[str] = []
+    operations = 0
+    for result in api.get_all_operations():
+        operation = result.ok()
+        operations += 1
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=10,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=True,
+            database=None,
+        )
+        def check(case: Any) -> None:
+            response = case.call(base_url=base, timeout=60)
+            problem = off_contract(response)
+            if problem is not None:
+                failures.append(f"{case.method} {case.formatted_path}: {problem}")
+
+        check()
+    assert operations >= 3, f"the {service} schema lists too few operations"
     assert not failures, "\n".join(sorted(set(failures)))

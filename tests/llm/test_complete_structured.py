@@ -5,11 +5,11 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import BaseModel, Field
 
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
 from rubricate.llm.errors import BackendRequestError, OutputParseError, TransportError
 from rubricate.llm.fake import FakeBackend
 from rubricate.llm.structured import complete_structured, json_schema_for
-from rubricate.llm.usage import Usage
 
 
 class Item(BaseModel):

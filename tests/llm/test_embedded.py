@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
 from rubricate.llm.errors import BackendRequestError, ModelFileError
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import complete_structured, json_schema_for
-from rubricate.llm.usage import Usage
 
 from .conftest import LLAMA_CPP_ERROR
 

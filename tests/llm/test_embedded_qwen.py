@@ -6,12 +6,12 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel, Field
 
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
 from rubricate.llm.model_files import QWEN_CODER_1_5B, resolve_model_path
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import complete_structured
-from rubricate.llm.tasks import stage_scoring
-from rubricate.llm.usage import Usage
+from rubricate.stagewise.prompts import scoring as stage_scoring
 
 from .conftest import LLAMA_CPP_ERROR
 

@@ -6,12 +6,13 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
 from rubricate.llm.errors import TransportError
 from rubricate.llm.fake import FakeBackend, InstantFakeBackend, minimal_instance
 from rubricate.llm.structured import complete_structured, json_schema_for
-from rubricate.llm.tasks import stage_rubrics, stage_scoring
-from rubricate.llm.usage import Usage
+from rubricate.stagewise.prompts import rubric_generation as stage_rubrics
+from rubricate.stagewise.prompts import scoring as stage_scoring
 
 
 class Color(enum.Enum):

@@ -1,93 +1,24 @@
 """OpenAICompatBackend against a real llama.cpp OpenAI-compatible server (SmolLM2-135M)."""
 
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import httpx
 import pytest
 from pydantic import BaseModel, Field
 
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
 from rubricate.llm.errors import BackendRequestError, TransportError
 from rubricate.llm.openai_compat import OpenAICompatBackend
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import complete_structured
-from rubricate.llm.usage import Usage
 
 from .conftest import LLAMA_CPP_ERROR
 
 pytestmark = pytest.mark.skipif(LLAMA_CPP_ERROR is not None, reason=LLAMA_CPP_ERROR or "")
-
-N_CTX = 2048
-STARTUP_TIMEOUT_S = 90.0
 
 
 class Person(BaseModel):
     name: str
     age: int
     hobbies: list[str] = Field(min_length=1, max_length=3)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
-@pytest.fixture(scope="module")
-def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m llama_cpp.server` on loopback; yields its base URL (…/v1)."""
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                str(smollm2_path),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--n_ctx",
-                str(N_CTX),
-                "--n_threads",
-                "2",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                tail = log_path.read_text()[-3000:]
-                pytest.fail(f"llama.cpp server exited ({process.returncode}):\n{tail}")
-            try:
-                if httpx.get(f"{base_url}/models", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                tail = log_path.read_text()[-3000:]
-                pytest.fail(f"llama.cpp server not ready in {STARTUP_TIMEOUT_S}s:\n{tail}")
-            time.sleep(0.2)
-        yield base_url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 def backend_for(base_url: str, **overrides: object) -> OpenAICompatBackend:

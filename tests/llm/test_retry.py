@@ -1,8 +1,8 @@
 import pytest
 
+from rubricate.common.usage import Usage
 from rubricate.llm.errors import BackendRequestError, TransportError
 from rubricate.llm.retry import backoff_delay, call_with_retries
-from rubricate.llm.usage import Usage
 
 
 class Script:

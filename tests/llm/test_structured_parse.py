@@ -6,7 +6,8 @@ from pydantic import BaseModel, Field, RootModel
 
 from rubricate.llm.errors import OutputParseError
 from rubricate.llm.structured import json_schema_for, parse_json_output
-from rubricate.llm.tasks import stage_rubrics, stage_scoring
+from rubricate.stagewise.prompts import rubric_generation as stage_rubrics
+from rubricate.stagewise.prompts import scoring as stage_scoring
 
 from .conftest import needs_llama_cpp
 

@@ -16,11 +16,11 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
 from rubricate.llm.errors import BackendRequestError, TransportError
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import complete_structured
-from rubricate.llm.usage import Usage
 from rubricate.llm.vllm_backend import VLLMBackend
 
 

@@ -2,31 +2,18 @@
 depth: a field added to a Pydantic schema without its proto counterpart fails here (and the
 gRPC call would answer `proto_mismatch`)."""
 
-import types
 import typing
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
 
-from rubricate.gateway.endpoints import ENDPOINTS, Endpoint
-from rubricate.rpc.protos import endpoint_types
+from rubricate_client.endpoints import ENDPOINTS, Endpoint
+from rubricate_client.endpoints import HTTP_ONLY as HTTP_ONLY_ENDPOINTS
+from rubricate_client.protos import endpoint_types
+from rubricate_client.wire import strip_annotations
 
 JSON_TYPES = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
-
-
-def _strip(tp: Any) -> Any:
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is typing.Annotated:
-            tp = typing.get_args(tp)[0]
-        elif origin in (Union, types.UnionType):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return tp
-            tp = args[0]
-        else:
-            return tp
 
 
 def missing(model: type[BaseModel], desc: Any, *, response: bool, path: str) -> list[str]:
@@ -42,7 +29,7 @@ def missing(model: type[BaseModel], desc: Any, *, response: bool, path: str) -> 
 
 
 def _value(tp: Any, field: Any, *, response: bool, path: str) -> list[str]:
-    tp = _strip(tp)
+    tp = strip_annotations(tp)
     msg = field.message_type
     if msg is None or msg.full_name in JSON_TYPES:
         return []
@@ -58,16 +45,16 @@ def _value(tp: Any, field: Any, *, response: bool, path: str) -> list[str]:
 
 
 def _inner(tp: Any, msg: Any, *, response: bool, path: str) -> list[str]:
-    tp = _strip(tp)
+    tp = strip_annotations(tp)
     if msg.full_name in JSON_TYPES:
         return []
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return missing(tp, msg, response=response, path=path)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin is dict and args and typing.get_origin(_strip(args[0])) is Literal:
+    if origin is dict and args and typing.get_origin(strip_annotations(args[0])) is Literal:
         out: list[str] = []
-        for key in typing.get_args(_strip(args[0])):
+        for key in typing.get_args(strip_annotations(args[0])):
             field = msg.fields_by_name.get(key)
             if field is None:
                 out.append(f"{path}.{key}")
@@ -91,6 +78,10 @@ def test_every_schema_field_has_a_proto_field(endpoint: Endpoint[Any, Any]) -> N
     for name in endpoint.path_params:
         if name not in request_cls.DESCRIPTOR.fields_by_name:
             gaps.append(f"request.{name} (path parameter)")
+    for name in endpoint.query_params:
+        field = request_cls.DESCRIPTOR.fields_by_name.get(name)
+        if field is None or not field.has_presence:
+            gaps.append(f"request.{name} (query parameter: an optional field)")
     assert gaps == [], f"{endpoint.name}: fields without a proto field: {gaps}"
 
 
@@ -99,8 +90,8 @@ def test_every_endpoint_in_the_table_is_served_over_grpc() -> None:
 
 
 def test_the_check_finds_a_nested_field_without_proto_field() -> None:
-    from rubricate.gateway.endpoints import STAGEWISE_SCORE
-    from rubricate.gateway.schemas import Fallback, RolloutResult, StagewiseScoreResponse
+    from rubricate_client.endpoints import STAGEWISE_SCORE
+    from rubricate_client.schemas.stagewise import Fallback, RolloutResult, StagewiseScoreResponse
 
     class NewFallback(Fallback):
         retry_after_s: float = 0.0
@@ -116,35 +107,55 @@ def test_the_check_finds_a_nested_field_without_proto_field() -> None:
     assert gaps == ["response.rollouts[].fallback.retry_after_s"]
 
 
-HTTP_ONLY = {
-    ("GET", "/healthz"),
-    ("GET", "/readyz"),
-    ("GET", "/metrics"),
-    ("GET", "/v1/nuggets"),  # query parameters
-    ("GET", "/v1/bank/items/{question_hash}"),
-    ("GET", "/v1/bank/stats"),
-    ("POST", "/v1/bank/snapshots"),
-    ("GET", "/v1/bank/snapshots"),
-    ("POST", "/v1/bank/restore"),
-    ("GET", "/v1/bank/snapshots/{step}/export"),  # a file download
-    ("POST", "/v1/bank/snapshots/import"),  # a file upload
-}
-"""Gateway routes deliberately left out of the endpoint table (so out of gRPC and the SDK)."""
+OPERATIONAL = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+HTTP_ONLY = OPERATIONAL | {(e.method, e.path) for e in HTTP_ONLY_ENDPOINTS}
+"""Gateway routes deliberately left out of the gRPC table: operational ones, and the client's
+`HTTP_ONLY` (query parameters, file downloads and uploads, bank administration)."""
 
 
 def test_every_gateway_route_is_in_the_endpoint_table_or_declared_http_only() -> None:
+    from rubricate.common.dispatch import api_routes
     from rubricate.gateway.app import create_app
-    from rubricate.gateway.invoke import _api_routes
 
     table = {(e.method, e.path) for e in ENDPOINTS}
     routes = {
         (method, path)
-        for path, route in _api_routes(create_app().routes)
+        for path, route in api_routes(create_app().routes)
         for method in (route.methods or ())
         if method != "HEAD"
     }
     assert routes - table - HTTP_ONLY == set(), (
-        "new gateway routes: add an Endpoint in gateway/endpoints.py (and its proto messages) "
-        "or list them in HTTP_ONLY"
+        "new gateway routes: add an Endpoint in rubricate_client/endpoints.py (and its proto "
+        "messages) or list it in HTTP_ONLY there"
     )
     assert table - routes == set(), "endpoints in the table without a gateway route"
+
+
+def test_route_names_paths_and_grpc_methods_are_unique() -> None:
+    from rubricate_client.endpoints import PUBLIC_ROUTES
+
+    keys = [(e.method, e.path) for e in PUBLIC_ROUTES]
+    assert len(keys) == len(set(keys))
+    assert len({e.name for e in PUBLIC_ROUTES}) == len(PUBLIC_ROUTES)
+    rpcs = [e.rpc for e in ENDPOINTS if e.rpc is not None]
+    assert len(rpcs) == len(set(rpcs)) == len(ENDPOINTS)
+    assert all(e.rpc is None for e in HTTP_ONLY_ENDPOINTS)
+
+
+def test_query_parameters_in_the_table_are_those_of_the_gateway_routes() -> None:
+    from rubricate.common.dispatch import api_routes
+    from rubricate.gateway.app import create_app
+    from rubricate_client.endpoints import PUBLIC_ROUTES
+
+    routes = {
+        (method, path): route
+        for path, route in api_routes(create_app().routes)
+        for method in (route.methods or ())
+    }
+    for endpoint in PUBLIC_ROUTES:
+        declared = {
+            p.alias for p in routes[(endpoint.method, endpoint.path)].dependant.query_params
+        }
+        assert set(endpoint.query_params) <= declared, endpoint.name
+    listed = {e.name: e.query_params for e in PUBLIC_ROUTES if e.query_params}
+    assert listed["audit_list"] == ("question_id", "limit")

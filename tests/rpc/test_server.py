@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from fastapi import FastAPI, Request
 
-from rubricate.client import APIError, AsyncGrpcClient, RetryPolicy
 from rubricate.rpc.server import GrpcServer
+from rubricate_client import APIError, AsyncGrpcClient, RetryPolicy
 
 
 @pytest.fixture

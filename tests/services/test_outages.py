@@ -20,9 +20,9 @@ import pytest
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 from rubricate.gateway.app import create_app as create_gateway
 from rubricate.gateway.settings import GatewaySettings
-from rubricate.llm.fake_judge import FakeJudgeBackend
 from rubricate.store.settings import StoreSettings
-from tests.services.gateway.conftest import fast_llm, trajectory
+from rubricate.testing.fake_judge import FakeJudgeBackend
+from tests.support.gateway import fast_llm, trajectory
 from tests.support.servers import TempPostgres, TempRedis, free_port, wait_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -205,3 +205,83 @@ async def test_model_server_killed_mid_request_and_restarted(tmp_path: Path) -> 
     finally:
         if verifier.proc is not None and verifier.proc.poll() is None:
             verifier.kill()
+
+
+async def test_redis_restarted_under_keyed_load(
+    tmp_path: Path, pg: TempPostgres, redis_server: TempRedis
+) -> None:
+    """Issue 17: trainers keep sending requests with Idempotency-Keys while Redis is killed
+    and restarted. Every answer is a 2xx or a 503 with Retry-After in the error shape (never
+    a reset connection or a 500); a trainer retrying on 503 with the same key ends with one
+    result; after the lease no key is left pending."""
+    import redis as sync_redis
+
+    lease_s = 2.0
+    p = EmbeddedPlatform(
+        data_dir=tmp_path,
+        ports=dict.fromkeys(SERVICES, 0),
+        llm=fast_llm(),
+        backend=FakeJudgeBackend(),
+        store=StoreSettings(database_url=pg.url, redis_url=redis_server.url, data_dir=tmp_path),
+        gateway=GatewaySettings(
+            upstream_retries=1,
+            redis_url=redis_server.url,
+            grpc_enabled=False,
+            idempotency_lease_s=lease_s,
+        ),
+    )
+    statuses: list[int] = []
+    broken: list[str] = []
+    finished: dict[str, int] = {}
+    stop = asyncio.Event()
+
+    async def trainer(client: httpx.AsyncClient, n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            key = f"trainer-{n}-{i}"
+            body = group(f"load question {n}-{i % 3}?")
+            for _ in range(60):
+                try:
+                    r = await client.post(
+                        "/v1/stagewise/score", json=body, headers={"Idempotency-Key": key}
+                    )
+                except httpx.TransportError as exc:  # a reset or dropped connection
+                    broken.append(f"{key}: {type(exc).__name__}: {exc}")
+                    await asyncio.sleep(0.2)
+                    continue
+                statuses.append(r.status_code)
+                if r.status_code == 503:
+                    assert r.headers.get("retry-after"), r.text
+                    assert r.json()["error"]["message"]
+                    await asyncio.sleep(0.2)
+                    continue
+                finished[key] = r.status_code
+                break
+            i += 1
+
+    async with p, httpx.AsyncClient(base_url=p.urls["gateway"], timeout=60) as client:
+        workers = [asyncio.create_task(trainer(client, n)) for n in range(6)]
+        await asyncio.sleep(1.5)
+        await asyncio.to_thread(redis_server.kill)
+        await asyncio.sleep(1.5)
+        await asyncio.to_thread(redis_server.start)
+        await asyncio.sleep(2.0)
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*workers), timeout=120)
+
+        assert not broken, broken[:5]
+        assert statuses and set(statuses) <= {200, 503}, sorted(set(statuses))
+        assert 503 in statuses, "the outage was not seen: the test is broken"
+        assert finished and set(finished.values()) == {200}
+
+        await asyncio.sleep(lease_s + 0.5)
+        r = sync_redis.Redis.from_url(redis_server.url, decode_responses=True)
+        try:
+            pending = [
+                k
+                for k in r.scan_iter("rubricate:idem:*")
+                if str(r.get(k) or "").startswith("pending:")
+            ]
+        finally:
+            r.close()
+        assert pending == []

@@ -7,8 +7,8 @@ import sys
 
 import uvicorn
 
-from rubricate.llm.fake_judge import FakeJudgeBackend
 from rubricate.llm.settings import LLMSettings
+from rubricate.testing.fake_judge import FakeJudgeBackend
 
 
 def main() -> None:

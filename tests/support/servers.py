@@ -10,11 +10,16 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
+
+from rubricate.embedded import bind_socket
 
 
 def free_port() -> int:
@@ -148,3 +153,30 @@ def temp_redis() -> Iterator[TempRedis]:
 def temp_postgres() -> Iterator[TempPostgres]:
     with TempPostgres() as server:
         yield server
+
+
+@contextlib.contextmanager
+def serve_app(app: Any, *, timeout_keep_alive: int = 5) -> Iterator[int]:
+    """`app` served by a real uvicorn on a free loopback port (in a thread), for tests that
+    need real sockets: stalled bodies, dropped connections. Yields the port."""
+    sock = bind_socket("127.0.0.1", 0, service="test server")
+    port: int = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        log_level="warning",
+        lifespan="on",
+        timeout_keep_alive=timeout_keep_alive,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True
+    )
+    thread.start()
+    try:
+        wait_port(port, up=True, timeout_s=60)
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

@@ -155,10 +155,17 @@ The services' shared internal token: auth.internalToken, else the one in the rel
 {{- end }}
 {{- end }}
 
-{{/* The API-key table and the internal token, for every Rubricate container. */}}
-{{- define "rubricate.authEnv" -}}
-{{ include "rubricate.secretEnv" (dict "root" . "name" "RUBRICATE_AUTH_API_KEYS" "key" "authApiKeys" "optional" false) }}
+{{/* The internal token, for every Rubricate container: the internal services (store, model
+servers, miner, worker) accept nothing else, so a tenant's key cannot reach them around the
+gateway. */}}
+{{- define "rubricate.internalAuthEnv" -}}
 {{ include "rubricate.secretEnv" (dict "root" . "name" "RUBRICATE_AUTH_INTERNAL_TOKEN" "key" "authInternalToken" "optional" false) }}
+{{- end }}
+
+{{/* The gateway's: the internal token and the tenants' API-key table. */}}
+{{- define "rubricate.gatewayAuthEnv" -}}
+{{ include "rubricate.secretEnv" (dict "root" . "name" "RUBRICATE_AUTH_API_KEYS" "key" "authApiKeys" "optional" false) }}
+{{ include "rubricate.internalAuthEnv" . }}
 {{- end }}
 
 {{/* env entries from a map of name → value. */}}

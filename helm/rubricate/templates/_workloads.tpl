@@ -61,7 +61,11 @@ spec:
           env:
             - name: RUBRICATE_PORT
               value: {{ $v.port | toString | quote }}
-            {{- include "rubricate.authEnv" $root | nindent 12 }}
+            {{- if eq .component "gateway" }}
+            {{- include "rubricate.gatewayAuthEnv" $root | nindent 12 }}
+            {{- else }}
+            {{- include "rubricate.internalAuthEnv" $root | nindent 12 }}
+            {{- end }}
             {{- with .env }}
             {{- . | nindent 12 }}
             {{- end }}

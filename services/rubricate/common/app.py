@@ -11,13 +11,17 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rubricate.common.auth import AuthMiddleware, AuthSettings
-from rubricate.common.errors import ErrorResponse, error_json, install_error_handlers
+from rubricate.common.errors import error_json, install_error_handlers
 from rubricate.common.logging import ACCESS_LOGGER, MAX_REQUEST_ID_CHARS, REQUEST_ID
 from rubricate.common.metrics import HTTP_LATENCY
+from rubricate.common.request_guards import DEFAULT_BODY_TIMEOUT_S, RequestGuardMiddleware
+from rubricate_client.schemas.errors import ErrorResponse
 
 ReadinessCheck = Callable[[FastAPI], Awaitable[tuple[bool, str]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -26,6 +30,17 @@ _UNMATCHED = "<unmatched>"
 _OPS_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
 
 access_log = logging.getLogger(ACCESS_LOGGER)
+log = logging.getLogger("rubricate.common.app")
+
+
+class HTTPSettings(BaseSettings):
+    """What every service's HTTP layer shares (env prefix RUBRICATE_HTTP_)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUBRICATE_HTTP_", extra="ignore")
+
+    body_timeout_s: float = Field(default=DEFAULT_BODY_TIMEOUT_S, gt=0, le=3600)
+    """A request body must arrive in full within this long of the request's start, else
+    408 and the connection is closed (a stalled client holds nothing forever)."""
 
 
 class RequestContextMiddleware:
@@ -143,14 +158,22 @@ def create_service_app(
     max_body_bytes: int = 8 * 1024 * 1024,
     auth: AuthSettings | None = None,
     middleware: Sequence[Middleware] = (),
+    body_timeout_s: float | None = None,
 ) -> FastAPI:
-    """`middleware` runs inside authentication (it sees the caller's tenant), outermost first."""
+    """`middleware` runs inside authentication (it sees the caller's tenant) and the request
+    guard (the body has arrived and its text is storable), outermost first.
+    `body_timeout_s`: default RUBRICATE_HTTP_BODY_TIMEOUT_S (60 s)."""
     app = FastAPI(title=title, lifespan=lifespan, responses=ERROR_RESPONSES)
     install_error_handlers(app)
     # added first = innermost: request ids, limits and latency wrap the authentication
     for item in reversed(middleware):
         app.add_middleware(item.cls, *item.args, **item.kwargs)
-    app.add_middleware(AuthMiddleware, settings=auth or AuthSettings())
+    app.add_middleware(
+        RequestGuardMiddleware,
+        body_timeout_s=body_timeout_s or HTTPSettings().body_timeout_s,
+    )
+    app.state.auth = auth or AuthSettings()
+    app.add_middleware(AuthMiddleware, settings=app.state.auth, service=service)
     app.add_middleware(RequestContextMiddleware, service=service, max_body_bytes=max_body_bytes)
 
     @app.get("/healthz", tags=["ops"])
@@ -165,7 +188,11 @@ def create_service_app(
             try:
                 passed, detail = await check(request.app)
             except Exception as exc:  # a readiness probe reports, it never raises
-                passed, detail = False, f"{type(exc).__name__}: {exc}"
+                # unauthenticated: the exception's name only, its text (hosts, SQL) is logged
+                log.warning(
+                    "readyz.check_failed check=%s error=%s: %s", name, type(exc).__name__, exc
+                )
+                passed, detail = False, f"{type(exc).__name__}"
             checks[name] = "ok" if passed else detail
             ok = ok and passed
         body = {"status": "ready" if ok else "not_ready", "service": service, "checks": checks}

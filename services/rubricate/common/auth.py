@@ -6,11 +6,22 @@ Two kinds of caller:
 - another Rubricate service with the shared internal token (`RUBRICATE_AUTH_INTERNAL_TOKEN`): it
   acts for the tenant named in `X-Rubricate-Tenant` (the gateway forwards the caller's tenant).
 
+A trainer that can only put a credential in a URL (OpenRLHF's URL mode: `Authorization:
+Basic` from the URL's user-info) uses a short-lived path-scoped token instead of its key
+(`common.scoped_tokens`); Basic credentials are read as `<any user>:<secret>`.
+
+Only the gateway (the public API) takes API keys. The internal services (`INTERNAL_SERVICES`:
+store, verifier, rubric-generator, miner) take the internal token only and refuse a tenant's
+key with 403, so nothing reaches them around the gateway's limits, body checks and
+idempotency; they need no key table.
+
 Mode `open` (the embedded default) trusts the tenant header and is allowed on loopback only;
 `assert_safe_bind` refuses anything else at start-up. Health, readiness and metrics are never
 authenticated; everything else is, the OpenAPI document and docs pages included.
 """
 
+import base64
+import binascii
 import hashlib
 import hmac
 import ipaddress
@@ -24,17 +35,36 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from rubricate.common import scoped_tokens
 from rubricate.common.errors import error_json
+from rubricate_client.headers import DEFAULT_TENANT, TENANT_HEADER
 
 log = logging.getLogger("rubricate.auth")
 
 KEY_PREFIX: Final = "rk_"
-TENANT_HEADER: Final = "X-Rubricate-Tenant"
-DEFAULT_TENANT: Final = "default"
 TENANT_RE: Final = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 OPEN_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
+INTERNAL_SERVICES: Final = frozenset({"store", "verifier", "rubric-generator", "miner"})
+"""Services only other services call: the internal token is their only credential."""
+MIN_TOKEN_CHARS: Final = 16
+MIN_TOKEN_DISTINCT_CHARS: Final = 8
+_PLACEHOLDERS: Final = (
+    "changeme",
+    "change-me",
+    "change_me",
+    "replaceme",
+    "replace-me",
+    "replace_me",
+    "placeholder",
+    "example",
+    "secret-token",
+    "your-token",
+    "xxxxxxxx",
+    "todo",
+)
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _STATE_TENANT = "auth_tenant"
+_STATE_SCOPED = "auth_scoped_token"
 _TENANT_HEADER_KEY = TENANT_HEADER.lower().encode()
 
 
@@ -59,17 +89,38 @@ class AuthSettings(BaseSettings):
     def key_table(self) -> dict[str, str]:
         return parse_key_table(self.api_keys)
 
-    def check(self) -> None:
-        """Misconfiguration fails loudly at start-up, not at the first request."""
+    def check(self, *, tenant_keys: bool = True) -> None:
+        """Misconfiguration fails loudly at start-up, not at the first request.
+
+        `tenant_keys`: whether this service takes API keys (the gateway); an internal
+        service needs only the internal token."""
         if self.mode == "api_key":
-            if not self.key_table():
+            if tenant_keys and not self.key_table():
                 raise ValueError("RUBRICATE_AUTH_MODE=api_key needs RUBRICATE_AUTH_API_KEYS")
             token = self.internal_token.get_secret_value() if self.internal_token else ""
-            if len(token) < 16:
+            problem = token_problem(token)
+            if problem is None and hash_key(token) in self.key_table():
+                problem = "it is also a tenant's API key"
+            if problem is not None:
                 raise ValueError(
-                    "RUBRICATE_AUTH_MODE=api_key needs RUBRICATE_AUTH_INTERNAL_TOKEN "
-                    "(at least 16 characters, the same on every service)"
+                    "RUBRICATE_AUTH_MODE=api_key needs RUBRICATE_AUTH_INTERNAL_TOKEN: a random "
+                    f"secret of at least {MIN_TOKEN_CHARS} characters, the same on every "
+                    f"service (`openssl rand -hex 32`); {problem}"
                 )
+
+
+def token_problem(token: str) -> str | None:
+    """Why `token` is no internal credential (None when it is fine)."""
+    if not token:
+        return "it is not set"
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"it has {len(token)} characters"
+    lowered = token.lower()
+    if any(p in lowered for p in _PLACEHOLDERS):
+        return "it looks like a placeholder"
+    if len(set(token)) < MIN_TOKEN_DISTINCT_CHARS:
+        return "it is not random (too few distinct characters)"
+    return None
 
 
 def parse_key_table(value: str) -> dict[str, str]:
@@ -115,7 +166,7 @@ def is_loopback(host: str) -> bool:
 
 def assert_safe_bind(settings: AuthSettings, *, host: str, service: str) -> None:
     """Open mode only on loopback; say loudly that it is open."""
-    settings.check()
+    settings.check(tenant_keys=service not in INTERNAL_SERVICES)
     if settings.mode == "open":
         if not is_loopback(host):
             raise SystemExit(
@@ -138,18 +189,41 @@ def _presented_secret(headers: dict[bytes, bytes]) -> str | None:
         scheme, _, value = raw.decode("latin-1").partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
+        if scheme.lower() == "basic" and value.strip():
+            # URL user-info (`http://rubricate:<secret>@gateway/...`), the one credential
+            # OpenRLHF's URL mode can carry: the password is the secret, the user is ignored
+            try:
+                decoded = base64.b64decode(value.strip(), validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                return None
+            password = decoded.partition(":")[2].strip()
+            return password or None
     api_key = headers.get(b"x-api-key")
     return api_key.decode("latin-1").strip() if api_key else None
 
 
 class AuthMiddleware:
-    """Authenticates every request but the open paths and records the caller's tenant."""
+    """Authenticates every request but the open paths and records the caller's tenant.
 
-    def __init__(self, app: ASGIApp, *, settings: AuthSettings) -> None:
-        settings.check()
+    `tenant_keys`: whether API keys are accepted; default: everywhere but the
+    `INTERNAL_SERVICES` (named by `service`), which take the internal token only."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        settings: AuthSettings,
+        service: str | None = None,
+        tenant_keys: bool | None = None,
+    ) -> None:
+        if tenant_keys is None:
+            tenant_keys = service not in INTERNAL_SERVICES
+        settings.check(tenant_keys=tenant_keys)
         self.app = app
         self.mode = settings.mode
         self.keys = settings.key_table()
+        self.tenant_keys = tenant_keys
+        self.service = service or "this service"
         token = settings.internal_token
         self.internal = token.get_secret_value().encode() if token else None
 
@@ -167,7 +241,24 @@ class AuthMiddleware:
         if self.internal is not None and hmac.compare_digest(secret.encode(), self.internal):
             await self.app(scope, receive, send)  # a service: the tenant header is trusted
             return
+        if self.tenant_keys and secret.startswith(scoped_tokens.TOKEN_PREFIX):
+            await self._scoped(scope, receive, send, secret, claimed_tenant)
+            return
         tenant = self.keys.get(hash_key(secret))
+        if not self.tenant_keys:
+            if tenant is not None:
+                log.warning("auth.tenant_key_refused service=%s tenant=%s", self.service, tenant)
+                await self._deny(
+                    scope,
+                    receive,
+                    send,
+                    403,
+                    f"{self.service} is internal and accepts only the internal service "
+                    "credential; call the gateway with your API key",
+                )
+            else:
+                await self._deny(scope, receive, send, 401, "unknown credential")
+            return
         if tenant is None:
             await self._deny(scope, receive, send, 401, "unknown API key")
             return
@@ -181,6 +272,49 @@ class AuthMiddleware:
             )
             return
         scope.setdefault("state", {})[_STATE_TENANT] = tenant
+        await self.app(scope, receive, send)
+
+    async def _scoped(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        secret: str,
+        claimed_tenant: str | None,
+    ) -> None:
+        """A short-lived path-scoped token (`common.scoped_tokens`) in place of an API key."""
+        if self.internal is None:
+            await self._deny(scope, receive, send, 401, "scoped tokens are not enabled here")
+            return
+        try:
+            token = scoped_tokens.verify(self.internal.decode(), secret)
+        except scoped_tokens.TokenError as e:
+            await self._deny(scope, receive, send, 401, str(e))
+            return
+        if token.tenant not in self.keys.values():
+            await self._deny(scope, receive, send, 401, "scoped token of an unknown tenant")
+            return
+        if not token.allows(scope["path"]):
+            await self._deny(
+                scope,
+                receive,
+                send,
+                403,
+                f"this token is scoped to {', '.join(token.paths)}, not {scope['path']}",
+            )
+            return
+        if claimed_tenant is not None and claimed_tenant != token.tenant:
+            await self._deny(
+                scope,
+                receive,
+                send,
+                403,
+                f"this token belongs to another tenant than {claimed_tenant!r}",
+            )
+            return
+        state = scope.setdefault("state", {})
+        state[_STATE_TENANT] = token.tenant
+        state[_STATE_SCOPED] = True
         await self.app(scope, receive, send)
 
     async def _deny(
@@ -204,6 +338,11 @@ def scope_tenant(scope: Scope) -> str:
         if key == _TENANT_HEADER_KEY:
             return str(value.decode("latin-1"))
     return DEFAULT_TENANT
+
+
+def used_scoped_token(request: Request) -> bool:
+    """Whether the caller presented a scoped token rather than its API key."""
+    return getattr(request.state, _STATE_SCOPED, False) is True
 
 
 def authenticated_tenant(request: Request) -> str | None:

@@ -1,38 +1,22 @@
-"""One error shape for every HTTP service.
+"""One error shape for every HTTP service (the shape is the client's `schemas.errors`).
 
 {"error": {"type": "...", "message": "...", "field": "rollouts[1].trajectory" | null,
            "details": [{"field": ..., "message": ...}], "request_id": "..."}}
 """
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rubricate.common.schemas import UsageOut
-from rubricate.core.errors import DomainError
+from rubricate_client.errors import DomainError
+from rubricate_client.schemas.common import UsageOut
+from rubricate_client.schemas.errors import ErrorBody, ErrorDetail, ErrorResponse
 
-
-class ErrorDetail(BaseModel):
-    field: str | None = None
-    message: str
-
-
-class ErrorBody(BaseModel):
-    type: str
-    message: str
-    field: str | None = None
-    details: list[ErrorDetail] = []
-    request_id: str | None = None
-    usage: UsageOut | None = None
-    """LLM work spent before the failure, for errors raised by model servers."""
-
-
-class ErrorResponse(BaseModel):
-    error: ErrorBody
+log = logging.getLogger("rubricate.errors")
 
 
 class ServiceError(Exception):
@@ -138,11 +122,37 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_json(request, exc.status_code, type=kind, message=str(exc.detail))
+        kind = {
+            404: "not_found",
+            405: "method_not_allowed",
+            408: "request_timeout",
+            413: "payload_too_large",
+        }.get(exc.status_code, "http_error")
+        return error_json(
+            request,
+            exc.status_code,
+            type=kind,
+            message=str(exc.detail),
+            headers=dict(exc.headers) if exc.headers else None,
+        )
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> JSONResponse:
-        return error_json(
-            request, 500, type="internal_error", message=f"{type(exc).__name__}: {exc}"
+        # the details (a database error carries its SQL statement and parameters) go to the
+        # log under the request id; the caller gets nothing of the internals
+        rid = _request_id(request)
+        log.error(
+            "http.unhandled_error method=%s path=%s request_id=%s error=%s",
+            request.method,
+            request.url.path,
+            rid,
+            type(exc).__name__,
+            exc_info=exc,
         )
+        return error_json(request, 500, type="internal_error", message=internal_message(rid))
+
+
+def internal_message(request_id: str | None) -> str:
+    """The message of every unhandled error: no exception text, only where to look."""
+    where = f" (request id {request_id})" if request_id else ""
+    return f"internal error; the details are in the service's log{where}"

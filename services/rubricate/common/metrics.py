@@ -84,7 +84,8 @@ PARSE_FAILURES = Counter(
 FALLBACKS = Counter(
     "rubricate_fallbacks_total",
     "Scoring fallbacks by kind (no_new_rubrics | answer_only | unscored | step_unscored | "
-    "rubric_unscored | judge_dropped).",
+    "rubric_unscored | judge_dropped | no_rubrics | stage_unscored | scoring_not_stored | "
+    "sample_unscored | nugget_unscored | reflection_unscored).",
     ["kind"],
 )
 
@@ -161,4 +162,49 @@ CIRCUIT_OPEN = Gauge(
     "rubricate_llm_circuit_open",
     "1 while the circuit breaker in front of a model backend is open (calls fail fast).",
     ["backend"],
+)
+
+# ------------------------------------------------------------------------------------ audit
+# The reward audit (rubricate.audit, docs/audit.md). No tenant or question label (both
+# unbounded): per-tenant and per-question figures are on GET /v1/audit/signals; the gauges
+# carry the worst tenant's value, recomputed from the database by the miner API.
+_UNIT_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+AUDIT_GROUPS = Counter(
+    "rubricate_audit_groups_total",
+    "Scored groups seen by the audit, by outcome (skipped | pending | done | failed).",
+    ["outcome"],
+)
+AUDIT_SUBMIT_FAILURES = Counter(
+    "rubricate_audit_submit_failures_total",
+    "Scored groups the gateway could not hand to the audit (the trainer's answer stands).",
+)
+AUDIT_AGREEMENT = Histogram(
+    "rubricate_audit_group_agreement",
+    "Agreement of the reference judge with the live judge on one audited group (0..1).",
+    buckets=_UNIT_BUCKETS,
+)
+AUDIT_RANK_TAU = Histogram(
+    "rubricate_audit_rank_tau",
+    "Kendall's tau of the rollouts' rewards under both judges, per audited group.",
+    buckets=(-1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 0.9, 1.0),
+)
+AUDIT_AGREEMENT_LAST = Gauge(
+    "rubricate_audit_agreement_min",
+    "Lowest mean agreement of the latest audited step, over tenants (NaN: no audit yet).",
+)
+AUDIT_AGREEMENT_DROP = Gauge(
+    "rubricate_audit_agreement_drop_max",
+    "Largest drop of agreement between the first and the last audited steps, over tenants.",
+)
+AUDIT_GAMING_CANDIDATES = Gauge(
+    "rubricate_audit_gaming_candidates",
+    "Rubrics whose live mean rises over the steps while the reference's does not, all tenants.",
+)
+AUDIT_LENGTH_CORRELATION = Gauge(
+    "rubricate_audit_length_correlation_max",
+    "Largest correlation of reward with trajectory length at the latest step, over tenants.",
+)
+AUDIT_ADDRESSING_ROLLOUTS = Gauge(
+    "rubricate_audit_addressing_rollouts",
+    "Rollouts whose trajectory addresses the judge, within the signal window, all tenants.",
 )

@@ -5,16 +5,14 @@ forwards the tenant in `X-Rubricate-Tenant`; in open (embedded) mode that header
 defaults to `default`.
 """
 
-from typing import Annotated, Final
+from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from rubricate.common.auth import DEFAULT_TENANT, TENANT_HEADER, authenticated_tenant
+from rubricate.common.auth import authenticated_tenant
+from rubricate_client.headers import DEFAULT_TENANT, TENANT_HEADER, TENANT_LEN, TENANT_PATTERN
 
 __all__ = ["DEFAULT_TENANT", "TENANT_HEADER", "TENANT_LEN", "TENANT_PATTERN", "TenantDep"]
-
-TENANT_LEN: Final = 64
-TENANT_PATTERN: Final = r"^[A-Za-z0-9_.\-]+$"
 
 
 def resolve_tenant(

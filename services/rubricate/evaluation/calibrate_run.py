@@ -16,10 +16,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rubricate.core.lexical import overlap
-from rubricate.core.nugget_calibration import LabelCalibration, features
 from rubricate.evaluation.calibration import Sample, fit
 from rubricate.evaluation.nuggets import Record, json_lines, label_of, load_records, select
+from rubricate.nuggets.domain.calibration import LabelCalibration, features
+from rubricate.nuggets.domain.lexical import overlap
 
 
 def _key(topic: str, nugget: str) -> str:
@@ -50,8 +50,8 @@ async def collect(
     """Raw-probability features of every pair of `records`, resuming from `features_path`."""
     from rubricate.llm.factory import build_backend
     from rubricate.llm.settings import LLMSettings
-    from rubricate.verifier.nugget_schemas import NuggetLabelsRequest
-    from rubricate.verifier.nuggets import NuggetLabelService, NuggetTaskSettings
+    from rubricate.nuggets.verifier.schemas import NuggetLabelsRequest
+    from rubricate.nuggets.verifier.service import NuggetLabelService, NuggetTaskSettings
 
     known = load_samples(features_path)
     todo = [r for r in records if any(_key(r.topic_id, n.text) not in known for n in r.nuggets)]

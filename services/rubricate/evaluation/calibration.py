@@ -16,10 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from rubricate.core.nugget_calibration import LabelCalibration, model_probabilities
-from rubricate.core.nuggets import LABELS, Label
 from rubricate.evaluation import metrics
 from rubricate.evaluation.nuggets import SUPPORTED_GROUPS
+from rubricate.nuggets.domain.calibration import LabelCalibration, model_probabilities
+from rubricate.nuggets.domain.rewards import LABELS
+from rubricate_client.schemas.nuggets import Label
 
 DEFAULT_L2 = 0.01
 """Chosen by cross-validation on the RAG24 dev features (0.01 to 0.3 tried: the smallest

@@ -118,6 +118,37 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     stagewise.set_defaults(func=_eval_stagewise)
 
+    injection = sub.add_parser(
+        "injection",
+        help="prompt-injection resistance of the stagewise judge",
+        description="Score a clean wrong answer and the same answer with each prompt-"
+        "injection attack appended (closing tags, fake system lines, chat-template tokens, "
+        "score demands, a forged score sheet, other languages, ...) through the verifier's "
+        "stagewise scoring, and print the mean rubric score of each and the delta attacked - "
+        "clean per variant and design. Exit status 0: no attack raised the score; 1: some "
+        "did; 2: some could not be scored.",
+    )
+    injection.add_argument(
+        "--design",
+        choices=("generate", "choices", "both"),
+        default="both",
+        help="stagewise scoring design (default both; choices needs the embedded backend)",
+    )
+    injection.add_argument("--limit", type=int, default=None, help="at most this many variants")
+    injection.add_argument(
+        "--variants", nargs="+", default=None, help="only these variants (default all)"
+    )
+    injection.add_argument(
+        "--backend",
+        choices=("embedded", "openai", "vllm"),
+        default=None,
+        help="LLM backend (default: RUBRICATE_LLM_BACKEND)",
+    )
+    injection.add_argument(
+        "--json", type=Path, default=None, dest="json_path", help="write the report here"
+    )
+    injection.set_defaults(func=_eval_injection)
+
 
 def _eval_nuggets(args: argparse.Namespace) -> int:
     import asyncio
@@ -141,3 +172,11 @@ def _eval_stagewise(args: argparse.Namespace) -> int:
     from rubricate.evaluation.stagewise import eval_stagewise
 
     return asyncio.run(eval_stagewise(args))
+
+
+def _eval_injection(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rubricate.evaluation.injection import eval_injection
+
+    return asyncio.run(eval_injection(args))

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
-from rubricate.core.lexical import overlap
+from rubricate.nuggets.domain.lexical import overlap
 
 Kind = Literal[
     "vital_fact_removed",

@@ -7,16 +7,17 @@ slice are out of sample.
 
 from collections.abc import Sequence
 
-from rubricate.core.lexical import (
+from rubricate.evaluation import metrics
+from rubricate.evaluation.nuggets import Record
+from rubricate.nuggets.domain.lexical import (
     OverlapThresholds,
     PriorRule,
     overlap,
     overlap_label,
     with_prior,
 )
-from rubricate.core.nuggets import LABELS, Label
-from rubricate.evaluation import metrics
-from rubricate.evaluation.nuggets import Record
+from rubricate.nuggets.domain.rewards import LABELS
+from rubricate_client.schemas.nuggets import Label
 
 _GRID = [round(0.05 * i, 2) for i in range(1, 21)]
 

@@ -22,9 +22,10 @@ from typing import Any
 
 import httpx
 
-from rubricate.core.nuggets import LABELS, Label
 from rubricate.evaluation import metrics
-from rubricate.evaluation.gateway import post
+from rubricate.evaluation.target import post
+from rubricate.nuggets.domain.rewards import LABELS
+from rubricate_client.schemas.nuggets import Label
 
 SUPPORTED_GROUPS = ((0, 1), (2,))
 """LABELS order (support, partial_support, not_support) collapsed to supported / not."""

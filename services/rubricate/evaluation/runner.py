@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from rubricate.core.lexical import PRIOR_RULES
-from rubricate.evaluation.gateway import gateway_client
 from rubricate.evaluation.lexical import calibrate, lexical_predictions, prior_predictions
 from rubricate.evaluation.nuggets import (
     Record,
@@ -21,6 +19,8 @@ from rubricate.evaluation.nuggets import (
     select,
     summarize,
 )
+from rubricate.evaluation.target import gateway_client
+from rubricate.nuggets.domain.lexical import PRIOR_RULES
 
 
 async def eval_nuggets(args: argparse.Namespace) -> int:
@@ -47,7 +47,7 @@ async def eval_nuggets(args: argparse.Namespace) -> int:
         config.extra["gateway"] = args.gateway
     else:
         from rubricate.llm.settings import LLMSettings
-        from rubricate.verifier.nuggets import NuggetTaskSettings, load_calibration
+        from rubricate.nuggets.verifier.service import NuggetTaskSettings, load_calibration
 
         overrides: dict[str, object] = {}
         if args.backend:

@@ -25,7 +25,6 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from rubricate.core.constants import STAGES
 from rubricate.evaluation.degrade import (
     KINDS,
     Case,
@@ -37,7 +36,8 @@ from rubricate.evaluation.degrade import (
     derive,
     render,
 )
-from rubricate.evaluation.gateway import gateway_client, post
+from rubricate.evaluation.target import gateway_client, post
+from rubricate_client.constants import STAGES
 
 Outcome = Literal["original_higher", "tie", "degraded_higher", "not_compared"]
 OUTCOMES: Final[tuple[Outcome, ...]] = ("original_higher", "tie", "degraded_higher", "not_compared")
@@ -112,7 +112,7 @@ def select(cases: Sequence[Case], *, limit: int | None, seed: int) -> list[Case]
 class GroupRun:
     case: Case
     variants: list[Variant]
-    scores: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    scores: dict[str, dict[str, float | None] | None] = field(default_factory=dict)
     """Rollout id -> stage scores R (None: unscored)."""
     answer_only: set[str] = field(default_factory=set)
     """Rollouts scored by the answer-only fallback (their other stages are not judged)."""
@@ -196,7 +196,11 @@ def _score_line(run: GroupRun) -> str:
     cells = []
     for rollout_id in (ORIGINAL_ID, *(v.kind for v in run.variants)):
         scores = run.scores.get(rollout_id)
-        shown = "unscored" if scores is None else "/".join(f"{scores[s]:.2f}" for s in STAGES)
+        shown = (
+            "unscored"
+            if scores is None
+            else "/".join("-" if scores[s] is None else f"{scores[s]:.2f}" for s in STAGES)
+        )
         flag = " answer-only" if rollout_id in run.answer_only else ""
         cells.append(f"{rollout_id} {shown}{flag}")
     return "R plan/research/review/answer: " + "; ".join(cells)
@@ -223,8 +227,12 @@ def compare(run: GroupRun, rollout_id: str, column: str) -> Outcome:
         return "not_compared"
     if run.answer_only & {ORIGINAL_ID, rollout_id} and stages != ["answer"]:
         return "not_compared"
-    a = sum(original[s] for s in stages)
-    b = sum(degraded[s] for s in stages)
+    a_values = [original[s] for s in stages]
+    b_values = [degraded[s] for s in stages]
+    if None in a_values or None in b_values:  # a stage the judge left unscored
+        return "not_compared"
+    a = sum(v for v in a_values if v is not None)
+    b = sum(v for v in b_values if v is not None)
     if abs(a - b) <= TIE_EPS:
         return "tie"
     return "original_higher" if a > b else "degraded_higher"

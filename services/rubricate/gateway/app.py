@@ -5,36 +5,54 @@ import httpx
 from fastapi import FastAPI
 from starlette.middleware import Middleware
 
+from rubricate.audit.gateway import routes as audit_routes
+from rubricate.audit.gateway.service import AuditSubmitter
+from rubricate.audit.settings import AuditSettings
 from rubricate.common.app import create_service_app
-from rubricate.gateway import miner_routes, nugget_routes, reflection_routes, trainer_routes
-from rubricate.gateway.bank_proxy import BankProxy
-from rubricate.gateway.clients import ServiceClient
-from rubricate.gateway.idempotency import (
+from rubricate.common.dispatch import RouteInvoker
+from rubricate.common.idempotency import (
     IdempotencyMiddleware,
     IdempotencyStore,
     MemoryIdempotencyStore,
     RedisIdempotencyStore,
 )
-from rubricate.gateway.nuggets import NuggetService, NuggetSettings
-from rubricate.gateway.reflections import ReflectionService, ReflectionSettings
-from rubricate.gateway.routes import router
-from rubricate.gateway.rpc_lifespan import start_grpc
+from rubricate.common.tenant_limits import TenantConcurrencyMiddleware
+from rubricate.common.token_routes import router as token_router
+from rubricate.common.upstream import (
+    RETRY_STATUSES,
+    DeadlineMiddleware,
+    ServiceClient,
+    Upstreams,
+)
+from rubricate.gateway.grpc import start_grpc
 from rubricate.gateway.settings import GatewaySettings
-from rubricate.gateway.stagewise import StagewiseService, Upstreams
-from rubricate.gateway.step_routes import router as step_router
-from rubricate.gateway.steps import StepSettings, StepsService
-from rubricate.gateway.tenant_limits import TenantConcurrencyMiddleware
+from rubricate.mining.gateway import routes as miner_routes
+from rubricate.nuggets.gateway import routes as nugget_routes
+from rubricate.nuggets.gateway.service import NuggetService, NuggetSettings
+from rubricate.reflections.gateway import routes as reflection_routes
+from rubricate.reflections.gateway.bank_proxy import BankProxy
+from rubricate.reflections.gateway.service import ReflectionService, ReflectionSettings
+from rubricate.rewards.gateway import routes as trainer_routes
+from rubricate.rewards.gateway.assembly import build_assembler
+from rubricate.rewards.gateway.service import TrainerRewards
+from rubricate.stagewise.gateway.routes import router
+from rubricate.stagewise.gateway.service import StagewiseService
+from rubricate.steps.gateway.routes import router as step_router
+from rubricate.steps.gateway.service import StepSettings, StepsService
 
 
 def build_upstreams(
     settings: GatewaySettings, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> Upstreams:
-    def client(service: str, url: str, timeout: float) -> ServiceClient:
+    def client(
+        service: str, url: str, timeout: float, retry_statuses: frozenset[int] = RETRY_STATUSES
+    ) -> ServiceClient:
         return ServiceClient(
             service=service,
             base_url=url,
             timeout_s=timeout,
             retries=settings.upstream_retries,
+            retry_statuses=retry_statuses,
             transport=transport,
         )
 
@@ -44,11 +62,13 @@ def build_upstreams(
         ),
         verifier=client("verifier", settings.verifier_url, settings.model_timeout_s),
         store=client("store", settings.store_url, settings.store_timeout_s),
+        # job routes: a 503 from the miner is handed on, not retried
+        miner=client("miner", settings.miner_url, settings.store_timeout_s, frozenset()),
     )
 
 
 async def _upstreams_ready(app: FastAPI) -> tuple[bool, str]:
-    up: Upstreams = app.state.stagewise.up
+    up: Upstreams = app.state.upstreams
     found = [await c.problem() for c in (up.generator, up.verifier, up.store)]
     problems = [p for p in found if p]
     return not problems, "; ".join(problems) or "ok"
@@ -65,7 +85,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upstreams = build_upstreams(cfg)
-        app.state.stagewise = StagewiseService(upstreams=upstreams, settings=cfg)
+        app.state.upstreams = upstreams
+        audit_submitter = AuditSubmitter(upstreams.miner if AuditSettings().enabled else None)
+        app.state.stagewise = StagewiseService(
+            upstreams=upstreams, settings=cfg, after_scoring=audit_submitter
+        )
         app.state.steps = StepsService(upstreams=upstreams, settings=StepSettings(), gateway=cfg)
         app.state.nuggets = NuggetService(verifier=upstreams.verifier, settings=NuggetSettings())
         app.state.reflections = ReflectionService(
@@ -74,17 +98,35 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             settings=cfg,
             reflection=ReflectionSettings(),
         )
-        app.state.bank_proxy = BankProxy(cfg)
-        setattr(app.state, miner_routes.STATE_NAME, miner_routes.MinerClient(cfg))
+        app.state.bank_proxy = BankProxy(upstreams.store)
+        assembler = build_assembler(
+            redis_url=cfg.redis_url,
+            gather_s=cfg.group_gather_s,
+            retention_s=cfg.reward_retention_s,
+            wait_s=2 * cfg.model_timeout_s,
+            lease_s=cfg.group_lease_s,
+        )
+        setattr(
+            app.state,
+            trainer_routes.STATE_NAME,
+            TrainerRewards(
+                invoker=RouteInvoker(app),
+                default_kind=cfg.reward_kind,
+                group_concurrency=cfg.reward_group_concurrency,
+                assembler=assembler,
+                group_size=cfg.group_size,
+                max_trajectory_chars=cfg.max_trajectory_chars,
+            ),
+        )
         grpc_server = await start_grpc(app, cfg)
         try:
             yield
         finally:
             if grpc_server is not None:
                 await grpc_server.stop()
+            await assembler.aclose()
             await app.state.steps.aclose()
-            await app.state.bank_proxy.aclose()
-            await getattr(app.state, miner_routes.STATE_NAME).aclose()
+            await audit_submitter.drain()
             await upstreams.aclose()
             await idempotency.aclose()
 
@@ -98,6 +140,8 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             step_router,
             reflection_routes.router,
             miner_routes.router,
+            audit_routes.router,
+            token_router,
         ],
         lifespan=lifespan,
         readiness=[("upstreams", _upstreams_ready)],
@@ -108,7 +152,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
                 store=idempotency,
                 ttl_s=cfg.idempotency_ttl_s,
                 wait_s=cfg.model_timeout_s,
+                lease_s=cfg.idempotency_lease_s,
             ),
             Middleware(TenantConcurrencyMiddleware, max_in_flight=cfg.max_in_flight_per_tenant),
+            # innermost: the caller's X-Rubricate-Deadline bounds the work and every
+            # upstream call (common.upstream); a passed deadline is a 504, never a score
+            Middleware(DeadlineMiddleware),
         ],
     )

@@ -25,9 +25,14 @@ class GatewaySettings(BaseSettings):
     scoring_concurrency: int = Field(default=16, ge=1)
     """Scoring calls in flight per request (one call per rollout)."""
     redis_url: str | None = None
-    """Redis for Idempotency-Key results shared by replicas; unset: kept in process memory."""
+    """Redis for Idempotency-Key results and the `/get_reward` group rendezvous, shared by
+    replicas; unset: kept in process memory."""
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=60)
     """How long a first result is replayed for a retried Idempotency-Key."""
+    idempotency_lease_s: float = Field(default=30.0, ge=1, le=3600)
+    """Lease of a key whose first request is still running, renewed by its owner every
+    third of it: when the owner dies (a gateway crash, a Redis restart) a retry takes the
+    key over after at most this long instead of waiting the whole model timeout."""
     max_in_flight_per_tenant: int = Field(default=64, ge=1)
     """Requests in flight per tenant on one replica; more get 429 with Retry-After."""
     grpc_enabled: bool = True
@@ -40,3 +45,16 @@ class GatewaySettings(BaseSettings):
     """Reward kind of `POST /get_reward` when neither the label nor the request names one."""
     reward_group_concurrency: int = Field(default=8, ge=1)
     """Question groups scored at once by one `/get_reward` call."""
+    group_size: int | None = Field(default=None, ge=1, le=64)
+    """Group assembly (docs/gateway.md): the samples of a stagewise `/get_reward` group when
+    its label has no `group_size` (the trainer's samples per prompt). Unset or 1: a
+    request's samples of a question are the whole group."""
+    group_gather_s: float = Field(default=30.0, gt=0, le=3600)
+    """How long an incomplete group waits for its other samples before the samples present
+    are scored as a partial group (flagged `rubricate/partial_group`)."""
+    group_lease_s: float = Field(default=30.0, ge=1, le=3600)
+    """Lease of the replica that scores a group, renewed while it works: a group whose
+    replica died is taken over by a waiting replica after at most this long."""
+    reward_retention_s: float = Field(default=3600.0, ge=1, le=7 * 24 * 3600)
+    """How long a scored `/get_reward` sample's result answers the same sample sent again
+    (a blind retry), with no judge call."""

@@ -76,7 +76,11 @@ class LLMBackend(ABC):
     ) -> Completion: ...
 
     supports_choice_scoring: bool = False
-    """True when `score_choices` works (the embedded backend)."""
+    """True when `score_choices` works (the embedded backend; an OpenAI-compatible server
+    that returns log-probabilities, checked at start-up by `choice_scoring_problem`)."""
+    supports_reply_prefix: bool = False
+    """True when `score_choices` can continue a non-empty `reply_prefix` (embedded; a server
+    that continues a final assistant message, e.g. vLLM)."""
 
     async def score_choices(
         self, messages: Sequence[Message], *, reply_prefix: str, choices: Sequence[str]
@@ -89,6 +93,15 @@ class LLMBackend(ABC):
         backend cannot do this (`supports_choice_scoring` is False).
         """
         raise BackendRequestError(f"the {self.name} backend cannot score choices")
+
+    async def choice_scoring_problem(self) -> str | None:
+        """None when `score_choices` works on this backend, else why not (one line).
+
+        Called once at start-up by the model servers; a backend whose capability is known
+        without asking (embedded) answers from `supports_choice_scoring`."""
+        if self.supports_choice_scoring:
+            return None
+        return f"the {self.name} backend cannot score choices"
 
     async def ready(self) -> bool:
         """True when the backend can take requests now."""

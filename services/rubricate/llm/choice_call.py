@@ -1,15 +1,16 @@
 """One `score_choices` call as the judge tasks make it: transport failures retried with
 backoff, every choice checked to have a finite log-probability, the usage recorded (and
-merged into the error when the call finally fails, so a failure still reports its cost)."""
+merged into the error when the call finally fails, so a failure still reports its cost).
+No call is started once the request's deadline has passed (`DeadlineExceeded`)."""
 
 import math
 from collections.abc import Sequence
 
+from rubricate.common.usage import Usage
 from rubricate.llm.base import ChoiceScores, LLMBackend, Message
 from rubricate.llm.errors import BackendRequestError
-from rubricate.llm.retry import retried
+from rubricate.llm.retry import ensure_time_left, retried
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.usage import Usage
 
 
 async def scored_choices(
@@ -22,6 +23,7 @@ async def scored_choices(
     llm: LLMSettings,
     usage: Usage,
 ) -> ChoiceScores:
+    ensure_time_left(task)
     scores = await retried(
         lambda: backend.score_choices(messages, reply_prefix=reply_prefix, choices=choices),
         task=task,

@@ -44,6 +44,7 @@ class CircuitBreakerBackend(LLMBackend):
         self.name = inner.name
         self.model = inner.model
         self.supports_choice_scoring = inner.supports_choice_scoring
+        self.supports_reply_prefix = inner.supports_reply_prefix
         self.failure_threshold = failure_threshold
         self.cooldown_s = cooldown_s
         self._clock = clock
@@ -111,6 +112,9 @@ class CircuitBreakerBackend(LLMBackend):
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    async def choice_scoring_problem(self) -> str | None:
+        return await self.inner.choice_scoring_problem()
 
     async def ready(self) -> bool:
         return self.state != "open" and await self.inner.ready()

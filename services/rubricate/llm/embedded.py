@@ -13,12 +13,21 @@ A JSON schema becomes a llama.cpp grammar (the same conversion `response_format=
 replaced by free JSON. The converter ignores numeric bounds, so small bounded integer
 ranges (a 0..2 score) are enumerated first. Sampling follows OpenAI semantics (no repeat
 penalty, top-k or min-p), so the embedded and served backends decode alike.
+
+The prompt is rendered from the model's own chat template (the one `create_chat_completion`
+would use) and tokenized in pieces: the template's text with special tokens enabled, every
+message's text with them disabled (`prompt_tokens`). Text inside a message (a rollout, an
+answer) can therefore never become a control token such as `<|im_start|>`, whatever it
+spells (GitHub issue 17); llama-cpp-python's own chat handler tokenizes the whole rendered
+prompt with special tokens enabled. Generation and choice scoring share this tokenization,
+so they share the KV cache.
 """
 
 import asyncio
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +53,7 @@ _TOP_K = 40
 class EmbeddedBackend(LLMBackend):
     name = "embedded"
     supports_choice_scoring = True
+    supports_reply_prefix = True
 
     def __init__(
         self,
@@ -131,7 +141,7 @@ class EmbeddedBackend(LLMBackend):
 
     def _request(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
-            "messages": chat_messages(messages),
+            "messages": messages,
             "temperature": params.temperature,
             "top_p": params.top_p,
             # top_k bounds the candidates the JSON grammar must check per token: with
@@ -149,11 +159,20 @@ class EmbeddedBackend(LLMBackend):
             if grammar is not None:
                 kwargs["grammar"] = grammar
             else:
-                kwargs["response_format"] = {"type": "json_object"}
+                kwargs["grammar"] = self._json_grammar()
         if params.logprobs:
-            kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = params.logprobs
+            kwargs["logprobs"] = params.logprobs
         return kwargs
+
+    def _json_grammar(self) -> "LlamaGrammar":
+        """Any JSON value: what `response_format={"type": "json_object"}` constrains to."""
+        if "" not in self._grammars:
+            from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+            self._grammars[""] = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+        grammar = self._grammars[""]
+        assert grammar is not None
+        return grammar
 
     def _grammar(self, schema: dict[str, Any]) -> "LlamaGrammar | None":
         key = json.dumps(schema, sort_keys=True)
@@ -177,13 +196,29 @@ class EmbeddedBackend(LLMBackend):
         with self._thread_lock:
             if self._llm is None:
                 raise BackendRequestError("the embedded backend is closed")
+            llm = self._llm
+            kwargs = dict(kwargs)
+            messages: Sequence[Message] = kwargs.pop("messages")
             try:
-                response = self._llm.create_chat_completion(**kwargs)
+                if not llm.metadata.get("tokenizer.chat_template"):
+                    # no template to render: llama-cpp-python's fallback chat format
+                    if kwargs.get("logprobs"):
+                        kwargs["top_logprobs"], kwargs["logprobs"] = kwargs["logprobs"], True
+                    raw = llm.create_chat_completion(
+                        messages=cast(Any, chat_messages(messages)), **kwargs
+                    )
+                    return cast(dict[str, Any], raw)
+                formatter = self._chat_formatter(llm)
+                prompt = prompt_tokens(llm, formatter, messages)
+                eos = [formatter.eos_token] if formatter.eos_token else []
+                kwargs["stop"] = [*(kwargs["stop"] or []), *eos]
+                completion = llm.create_completion(prompt=prompt, **kwargs)
+                response = chat_response(cast(dict[str, Any], completion))
             except ValueError as exc:  # e.g. "Requested tokens (9000) exceed context window"
                 raise BackendRequestError(f"llama.cpp rejected the request: {exc}") from exc
             except RuntimeError as exc:  # e.g. a failed llama_decode
                 raise BackendRequestError(f"llama.cpp failed: {exc}") from exc
-        return cast(dict[str, Any], response)
+        return response
 
     async def score_choices(
         self, messages: Sequence[Message], *, reply_prefix: str, choices: Sequence[str]
@@ -216,10 +251,10 @@ class EmbeddedBackend(LLMBackend):
             llm = self._llm
             if llm is None:
                 raise BackendRequestError("the embedded backend is closed")
-            prompt = self._format(llm, messages) + reply_prefix
-            # as create_chat_completion tokenizes (BOS only where the vocabulary asks for
-            # it), so both paths share the KV cache
-            tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+            # tokenized as for generation, so both paths share the KV cache; the reply
+            # prefix is plain text
+            tokens = prompt_tokens(llm, self._chat_formatter(llm), messages)
+            tokens += llm.tokenize(reply_prefix.encode("utf-8"), add_bos=False, special=False)
             if len(tokens) >= self.n_ctx:
                 raise BackendRequestError(
                     f"llama.cpp rejected the request: prompt of {len(tokens)} tokens exceeds "
@@ -244,21 +279,19 @@ class EmbeddedBackend(LLMBackend):
                 c: float(logits[t]) - log_total for c, t in zip(choices, first, strict=True)
             }, len(tokens)
 
-    def _format(self, llm: "Llama", messages: Sequence[Message]) -> str:
+    def _chat_formatter(self, llm: "Llama") -> "Jinja2ChatFormatter":
         if self._formatter is None:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
             template = llm.metadata.get("tokenizer.chat_template")
             if not template:
-                raise BackendRequestError(
-                    f"{self.model_path.name} has no chat template: cannot score choices"
-                )
+                raise BackendRequestError(f"{self.model_path.name} has no chat template")
             self._formatter = Jinja2ChatFormatter(
                 template=template,
                 eos_token=_token_text(llm, llm.token_eos()),
                 bos_token=_token_text(llm, llm.token_bos()),
             )
-        return self._formatter(messages=cast(Any, chat_messages(messages))).prompt
+        return self._formatter
 
     def _choice_tokens(
         self, llm: "Llama", reply_prefix: str, choices: tuple[str, ...]
@@ -296,6 +329,74 @@ class EmbeddedBackend(LLMBackend):
             if self._llm is not None:
                 self._llm.close()
                 self._llm = None
+
+
+_SLOT = "\ue000{}\ue001"
+_SLOT_RE = re.compile("\ue000(\\d+)\ue001")
+"""Placeholders (private-use characters) for the message texts while the template renders."""
+
+
+def prompt_tokens(
+    llm: "Llama", formatter: "Jinja2ChatFormatter", messages: Sequence[Message]
+) -> list[int]:
+    """The chat prompt's tokens, with special tokens parsed only in the template's own text.
+
+    The template is rendered with a placeholder in place of each message's text; the pieces
+    between placeholders (role headers, `<|im_start|>`, `<|im_end|>`, the generation prompt)
+    are tokenized with special tokens enabled, each message's text with them disabled, so a
+    message spelling `<|im_start|>` yields the characters' ordinary tokens. As in
+    llama-cpp-python's Jinja chat handler, no BOS is added beyond what the template writes.
+    """
+    slots = [Message(m.role, _SLOT.format(i)) for i, m in enumerate(messages)]
+    rendered = formatter(messages=cast(Any, chat_messages(slots))).prompt
+    pieces = _SLOT_RE.split(rendered)
+    tokens: list[int] = []
+    for n, piece in enumerate(pieces):
+        if n % 2 == 1:  # a placeholder's message number
+            text, special = messages[int(piece)].content, False
+        else:
+            text, special = piece, True
+        if text:
+            tokens += llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+    return tokens
+
+
+def chat_response(completion: dict[str, Any]) -> dict[str, Any]:
+    """A llama-cpp-python text completion in the chat-completion shape `completion_from_response`
+    reads (the conversion llama-cpp-python's chat handler makes)."""
+    choice = completion["choices"][0]
+    logprobs = choice.get("logprobs")
+    content_logprobs = None
+    if logprobs is not None:
+        content_logprobs = {
+            "content": [
+                {
+                    "token": token,
+                    "logprob": logprob,
+                    "top_logprobs": [{"token": t, "logprob": lp} for t, lp in (top or {}).items()],
+                }
+                for token, logprob, top in zip(
+                    logprobs["tokens"],
+                    logprobs["token_logprobs"],
+                    logprobs["top_logprobs"],
+                    strict=True,
+                )
+            ]
+        }
+    return {
+        "id": "chat" + str(completion.get("id", "")),
+        "object": "chat.completion",
+        "model": completion.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": choice["text"]},
+                "logprobs": content_logprobs,
+                "finish_reason": choice.get("finish_reason"),
+            }
+        ],
+        "usage": completion.get("usage"),
+    }
 
 
 def _token_text(llm: "Llama", token: int) -> str:

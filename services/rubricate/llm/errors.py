@@ -1,6 +1,6 @@
 """Error kinds of the LLM layer, so callers retry the right ones."""
 
-from rubricate.llm.usage import Usage
+from rubricate.common.usage import Usage
 
 
 class LLMError(Exception):
@@ -29,3 +29,8 @@ class OutputParseError(LLMError):
 
 class ModelFileError(LLMError):
     """The embedded model's weights are missing, incomplete or fail their checksum."""
+
+
+class DeadlineExceeded(LLMError):
+    """The request's deadline passed (or too little of it was left) before the judge call
+    could be made or finished: the work is dropped, never scored. Not retried."""

@@ -133,6 +133,7 @@ class CachingBackend(LLMBackend):
         self.name = inner.name
         self.model = inner.model
         self.supports_choice_scoring = inner.supports_choice_scoring
+        self.supports_reply_prefix = inner.supports_reply_prefix
         self._in_flight: dict[str, asyncio.Future[Completion]] = {}
 
     async def complete(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
@@ -184,6 +185,9 @@ class CachingBackend(LLMBackend):
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    async def choice_scoring_problem(self) -> str | None:
+        return await self.inner.choice_scoring_problem()
 
     async def ready(self) -> bool:
         return await self.inner.ready()

@@ -12,10 +12,11 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, LLMBackend, Message
+from rubricate.llm.retry import ensure_time_left, sleep_within_deadline
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import complete_structured
-from rubricate.llm.usage import Usage
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -32,6 +33,7 @@ async def judge_call(
     validate: Callable[[T], None] | None = None,
     stage: str = "all",
 ) -> T:
+    ensure_time_left(task)
     before_prompt, before_completion = usage.prompt_tokens, usage.completion_tokens
     started = time.perf_counter()
     try:
@@ -46,6 +48,7 @@ async def judge_call(
             max_retries=llm.max_retries,
             backoff_base_s=llm.backoff_base_s,
             backoff_max_s=llm.backoff_max_s,
+            sleep=sleep_within_deadline,
         )
     finally:
         JUDGE_LATENCY.labels(task, stage, backend.name).observe(time.perf_counter() - started)

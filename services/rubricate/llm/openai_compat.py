@@ -11,23 +11,47 @@ compiles to a grammar. With `schema_mode="auto"` (the default) the backend sends
 `json_schema` first; if the server refuses it with an error that names `response_format`,
 the same request is sent once more as `json_object` + `schema`, and that mode sticks for the
 rest of the backend's life. `schema_mode` pins either format instead.
+
+Choice scoring (the `choices` designs): one chat completion of ONE token with `logprobs` and
+`top_logprobs` (`choice_top_logprobs`, 20 by default); each choice's log-probability is read
+at the reply's first position from the alternative whose text is the longest prefix of the
+choice (`yes`, `no`; `support`, `partial`, `not` after `["`), the token the model's
+tokenizer starts the choice with. A choice absent from the top alternatives gets the
+smallest listed log-probability, an upper bound (its true value is lower): with 20
+alternatives this only happens where the judge puts almost no mass on it. A reply prefix is
+sent as a final assistant message with `continue_final_message` (vLLM), only where
+`openai_continue_final_message` says the server honours it. A server that returns no
+log-probabilities is found at start-up (`choice_scoring_problem`). vLLM returns the raw
+model log-probabilities and llama-cpp-python's server the log-softmax of the logits, the
+same numbers the embedded backend reads.
+
+Every call is bounded by the deadline of the request being served (`common.upstream`): its
+timeout is the time left, and a call with no time left is not sent (`DeadlineExceeded`).
+At most `concurrency` calls are in flight (`LLMSettings.judge_concurrency`).
 """
 
+import asyncio
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 import httpx
 
-from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
-from rubricate.llm.errors import BackendRequestError, TransportError
+from rubricate.common.upstream import time_left
+from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.errors import BackendRequestError, DeadlineExceeded, TransportError
 from rubricate.llm.openai_format import chat_messages, completion_from_response
+from rubricate.llm.prompt_text import neutralized_messages
 from rubricate.llm.settings import LLMSettings, SchemaMode
 
 log = logging.getLogger("rubricate.llm.openai")
 
 _SNIPPET_CHARS = 500
+MIN_CALL_S: Final = 0.05
+"""A judge call is not sent with less of the request's deadline left than this."""
+NO_LOGPROBS: Final = "returned no log-probabilities (logprobs/top_logprobs)"
+_PROBE: Final = (Message("user", "Is water wet? Reply yes or no."),)
 
 
 def _snippet(response: httpx.Response) -> str:
@@ -37,6 +61,7 @@ def _snippet(response: httpx.Response) -> str:
 
 class OpenAICompatBackend(LLMBackend):
     name = "openai"
+    supports_choice_scoring = True  # confirmed (or withdrawn) by `choice_scoring_problem`
 
     def __init__(
         self,
@@ -47,8 +72,17 @@ class OpenAICompatBackend(LLMBackend):
         timeout_s: float = 300.0,
         schema_mode: SchemaMode = "auto",
         max_connections: int = 64,
+        concurrency: int = 16,
+        top_logprobs: int = 20,
+        continue_final_message: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        if concurrency < 1 or not 2 <= top_logprobs <= 20:
+            raise ValueError("concurrency must be >= 1 and top_logprobs within 2..20")
+        self.supports_reply_prefix = continue_final_message
+        self.top_logprobs = top_logprobs
+        self.concurrency = concurrency
+        self._gate = asyncio.Semaphore(concurrency)
         self.base_url = base_url.rstrip("/")
         self.model = model or "default"
         self._model_known = model is not None
@@ -79,6 +113,9 @@ class OpenAICompatBackend(LLMBackend):
             timeout_s=settings.timeout_s,
             schema_mode=settings.openai_schema_mode,
             max_connections=settings.max_connections,
+            concurrency=settings.judge_concurrency(),
+            top_logprobs=settings.choice_top_logprobs,
+            continue_final_message=settings.openai_continue_final_message,
             transport=transport,
         )
 
@@ -107,7 +144,9 @@ class OpenAICompatBackend(LLMBackend):
 
     def _body(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "messages": chat_messages(messages),
+            # the server tokenizes the rendered template with special tokens on: a control
+            # token spelled in a message's text would act as one (GitHub issue 17)
+            "messages": chat_messages(neutralized_messages(messages)),
             "temperature": params.temperature,
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
@@ -135,16 +174,106 @@ class OpenAICompatBackend(LLMBackend):
                 }
         return body
 
+    async def score_choices(
+        self, messages: Sequence[Message], *, reply_prefix: str, choices: Sequence[str]
+    ) -> ChoiceScores:
+        if reply_prefix and not self.supports_reply_prefix:
+            raise BackendRequestError(
+                f"the server at {self.base_url} is not known to continue a reply prefix "
+                f"({reply_prefix!r}): set RUBRICATE_LLM_OPENAI_CONTINUE_FINAL_MESSAGE=true "
+                "for a server that honours continue_final_message (vLLM)"
+            )
+        if not self._discovery_done:
+            await self._discover_model()
+        started = time.perf_counter()
+        response = await self._post(self._choice_body(messages, reply_prefix))
+        latency = time.perf_counter() - started
+        data = self._json(response)
+        try:
+            top, prompt_tokens = first_token_alternatives(data)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise TransportError(
+                f"malformed response from {self.base_url}/chat/completions "
+                f"({type(exc).__name__}: {exc}): {_snippet(response)}"
+            ) from exc
+        if top is None:
+            raise BackendRequestError(f"the server at {self.base_url} {NO_LOGPROBS}")
+        return ChoiceScores(
+            logprobs=choice_logprobs(top, choices),
+            prompt_tokens=prompt_tokens,
+            latency_s=latency,
+            model=self.model,
+            backend=self.name,
+        )
+
+    def _choice_body(self, messages: Sequence[Message], reply_prefix: str) -> dict[str, Any]:
+        body = self._body(messages, GenerationParams(max_tokens=1, logprobs=self.top_logprobs))
+        if reply_prefix:
+            body["messages"].append({"role": "assistant", "content": reply_prefix})
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
+        return body
+
+    async def choice_scoring_problem(self) -> str | None:
+        """One one-token request with `top_logprobs`: None when the server returns them.
+        An unreachable server cannot be asked: the check is skipped (logged), and a call
+        that gets no log-probabilities later fails with `BackendRequestError`."""
+        try:
+            response = await self._post(self._choice_body(_PROBE, ""))
+            data = self._json(response)
+            top, _ = first_token_alternatives(data)
+        except TransportError as exc:
+            log.warning("openai.choice_probe_skipped url=%s error=%s", self.base_url, exc)
+            return None
+        except (BackendRequestError, KeyError, IndexError, TypeError, ValueError) as exc:
+            return f"the server at {self.base_url} cannot score choices: {exc}"
+        if not top:
+            return f"the server at {self.base_url} {NO_LOGPROBS}"
+        return None
+
     async def _post(self, body: dict[str, Any]) -> httpx.Response:
         url = f"{self.base_url}/chat/completions"
+        async with self._gate:
+            left = time_left()
+            if left is not None and left < MIN_CALL_S:
+                raise DeadlineExceeded(
+                    f"the request's deadline passed before the call to {url} "
+                    f"({max(left, 0.0):.2f}s left)"
+                )
+            timeout = self.timeout_s if left is None else min(self.timeout_s, left)
+            try:
+                return await self._client.post(
+                    "chat/completions",
+                    json=body,
+                    timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+                )
+            except httpx.TimeoutException as exc:
+                if left is not None and left <= self.timeout_s:
+                    raise DeadlineExceeded(
+                        f"the request's deadline passed during the call to {url} "
+                        f"({left:.2f}s were left)"
+                    ) from exc
+                raise TransportError(
+                    f"timeout after {self.timeout_s:g}s calling {url} ({type(exc).__name__})"
+                ) from exc
+            except httpx.HTTPError as exc:
+                raise TransportError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from exc
+
+    def _json(self, response: httpx.Response) -> dict[str, Any]:
+        """The body of a successful answer; failures raised as in `_completion`."""
+        status = response.status_code
+        where = f"{self.base_url}/chat/completions"
+        if status == 429 or status >= 500:
+            raise TransportError(f"HTTP {status} from {where}: {_snippet(response)}")
+        if status >= 300:
+            raise BackendRequestError(f"HTTP {status} from {where}: {_snippet(response)}")
         try:
-            return await self._client.post("chat/completions", json=body)
-        except httpx.TimeoutException as exc:
-            raise TransportError(
-                f"timeout after {self.timeout_s:g}s calling {url} ({type(exc).__name__})"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from exc
+            data = response.json()
+        except ValueError as exc:
+            raise TransportError(f"unreadable response from {where}: {_snippet(response)}") from exc
+        if not isinstance(data, dict):
+            raise TransportError(f"malformed response from {where}: {_snippet(response)}")
+        return data
 
     def _completion(self, response: httpx.Response, latency: float) -> Completion:
         status = response.status_code
@@ -188,3 +317,49 @@ class OpenAICompatBackend(LLMBackend):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def first_token_alternatives(
+    response: Mapping[str, Any],
+) -> tuple[dict[str, float] | None, int]:
+    """The top alternatives (text → log-probability) at the reply's first token, or None
+    when the response carries no log-probabilities; and the prompt tokens it reports.
+    Where two alternatives decode to the same text the likelier is kept."""
+    choice = response["choices"][0]
+    usage = response.get("usage") or {}
+    prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    if not content:
+        return None, prompt_tokens
+    top: dict[str, float] = {}
+    for item in content[0].get("top_logprobs") or []:
+        token, value = str(item["token"]), float(item["logprob"])
+        if token not in top or value > top[token]:
+            top[token] = value
+    return top or None, prompt_tokens
+
+
+def choice_logprobs(top: Mapping[str, float], choices: Sequence[str]) -> dict[str, float]:
+    """Each choice's log-probability among the first token's alternatives `top`.
+
+    A choice's token is the longest alternative its text starts with; a choice with none
+    gets the smallest listed log-probability (an upper bound). Raises `BackendRequestError`
+    when two choices would be read from the same token (they cannot be told apart)."""
+    floor = min(top.values())
+    out: dict[str, float] = {}
+    used: dict[str, str] = {}
+    for choice in choices:
+        candidates = [t for t in top if t and choice.startswith(t)]
+        if not candidates:
+            out[choice] = floor
+            continue
+        token = max(candidates, key=len)
+        if token in used:
+            raise BackendRequestError(
+                f"choices {used[token]!r} and {choice!r} share their first token {token!r}: "
+                "they cannot be told apart in one step"
+            )
+        used[token] = choice
+        out[choice] = top[token]
+    return out

@@ -8,9 +8,10 @@ from dataclasses import replace
 from typing import TypeVar
 
 from rubricate.common.metrics import LLM_RETRIES
-from rubricate.llm.errors import LLMError, TransportError
+from rubricate.common.upstream import time_left
+from rubricate.common.usage import Usage
+from rubricate.llm.errors import DeadlineExceeded, LLMError, TransportError
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.usage import Usage
 
 log = logging.getLogger("rubricate.llm.retry")
 
@@ -60,12 +61,32 @@ async def call_with_retries(
             await sleep(delay)
 
 
+def ensure_time_left(task: str) -> None:
+    """Raise `DeadlineExceeded` when the request being served has no time left: a judge
+    call is not started for a caller that stopped waiting."""
+    left = time_left()
+    if left is not None and left <= 0:
+        raise DeadlineExceeded(f"{task}: the request's deadline passed before the judge call")
+
+
+async def sleep_within_deadline(delay: float) -> None:
+    """`asyncio.sleep(delay)`, unless the request's deadline comes first: then
+    `DeadlineExceeded` at once (a retry after the deadline would be work nobody awaits)."""
+    left = time_left()
+    if left is not None and delay >= left:
+        raise DeadlineExceeded(
+            f"the request's deadline leaves {max(left, 0.0):.2f}s, less than the "
+            f"{delay:.2f}s backoff before the next retry"
+        )
+    await asyncio.sleep(delay)
+
+
 async def retried(
     call: Callable[[], Awaitable[R]], *, task: str, backend: str, llm: LLMSettings, usage: Usage
 ) -> R:
     """`call()` under the retry policy of `llm`, each retry counted in the `task`'s retry
     metric and logged; a final failure carries `usage` (the request's cost so far) with
-    the failed attempts merged in."""
+    the failed attempts merged in. No retry waits past the request's deadline."""
 
     def on_retry(n: int, exc: TransportError, delay: float) -> None:
         LLM_RETRIES.labels(task, "transport").inc()
@@ -85,6 +106,7 @@ async def retried(
             base_s=llm.backoff_base_s,
             max_s=llm.backoff_max_s,
             on_retry=on_retry,
+            sleep=sleep_within_deadline,
         )
     except LLMError as exc:
         usage.merge(exc.usage)

@@ -44,6 +44,21 @@ class LLMSettings(BaseSettings):
     """How a JSON schema is sent: `json_schema` (OpenAI, vLLM), `json_object` with a
     `schema` (llama.cpp's server), or `auto` (the first, falling back once to the second)."""
     max_connections: int = Field(default=64, ge=1)
+    choice_top_logprobs: int = Field(default=20, ge=2, le=20)
+    """Alternatives read at the reply's first token when a served backend scores choices
+    (the OpenAI API's `top_logprobs`; 20 is its maximum and vLLM's default limit)."""
+    openai_continue_final_message: bool = False
+    """The server continues a final assistant message when asked with
+    `continue_final_message` (vLLM does; llama-cpp-python's server does not): needed for
+    choice scoring after a reply prefix (the nugget verifier's `["`)."""
+
+    # how many judge calls a backend takes at once
+    concurrency: int | None = Field(default=None, ge=1)
+    """Judge calls in flight per backend, shared by every request of the model server.
+    Unset: 1 on `embedded` (one llama.cpp context), 16 on `openai`, 64 on `vllm`. Set 1 for
+    a server that decodes one sequence at a time (llama-cpp-python's), so a rollout's calls
+    stay consecutive and reuse its cached prefix; set the slot count for llama.cpp's
+    `llama-server -np N`."""
 
     # retries (RubricEM App. C.4: up to 5)
     max_retries: int = Field(default=5, ge=0)
@@ -68,6 +83,12 @@ class LLMSettings(BaseSettings):
     max_model_len: int | None = Field(default=None, ge=256)
     enable_prefix_caching: bool = True
     tensor_parallel_size: int = Field(default=1, ge=1)
+
+    def judge_concurrency(self) -> int:
+        """`concurrency`, or the backend's default."""
+        if self.concurrency is not None:
+            return self.concurrency
+        return {"embedded": 1, "openai": 16, "vllm": 64}[self.backend]
 
     @model_validator(mode="after")
     def _check_backend(self) -> Self:

@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rubricate.common.metrics import LLM_RETRIES, PARSE_FAILURES
+from rubricate.common.usage import Usage
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import LLMError, OutputParseError, TransportError
 from rubricate.llm.retry import Sleep, call_with_retries
-from rubricate.llm.usage import Usage
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -5,11 +5,11 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, LLMBackend, Message
 from rubricate.llm.judge_call import judge_call
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
-from rubricate.llm.usage import Usage
 
 T = TypeVar("T", bound=BaseModel)
 

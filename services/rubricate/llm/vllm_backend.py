@@ -19,6 +19,7 @@ from typing import Any
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message, TokenLogprob
 from rubricate.llm.errors import BackendRequestError, TransportError
 from rubricate.llm.openai_format import chat_messages
+from rubricate.llm.prompt_text import neutralized_messages
 from rubricate.llm.settings import LLMSettings
 
 log = logging.getLogger("rubricate.llm.vllm")
@@ -124,7 +125,11 @@ class VLLMBackend(LLMBackend):
         tokenizer = await self._get_tokenizer()
         prompt_ids = _token_ids(
             tokenizer.apply_chat_template(
-                chat_messages(messages), tokenize=True, add_generation_prompt=True
+                # the tokenizer parses special tokens in the rendered text: defuse any that a
+                # message's text spells (GitHub issue 17)
+                chat_messages(neutralized_messages(messages)),
+                tokenize=True,
+                add_generation_prompt=True,
             )
         )
         sampling = self._sampling_params(params)

@@ -8,14 +8,27 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy import text
 
+from rubricate.audit.miner import routes as audit_routes
+from rubricate.audit.miner.repository import AuditRepository
+from rubricate.audit.miner.service import (
+    AuditQueue,
+    AuditService,
+    CeleryAuditQueue,
+    InProcessAuditQueue,
+    refresh_signals_forever,
+)
+from rubricate.audit.miner.work import AuditWork
+from rubricate.audit.settings import AuditSettings
 from rubricate.common.app import create_service_app
 from rubricate.common.queue_metrics import register_queue_depth_collector
+from rubricate.db.migrate import upgrade_to_head
+from rubricate.llm.base import LLMBackend
+from rubricate.llm.server import TaskSettings
 from rubricate.miner import celery_app, tasks
-from rubricate.miner.routes import router
-from rubricate.miner.runner import MinerRuntime
-from rubricate.miner.service import Dispatcher, MinerService
-from rubricate.miner.settings import MinerSettings
-from rubricate.store.migrate import upgrade_to_head
+from rubricate.mining.miner.routes import router
+from rubricate.mining.miner.runner import MinerRuntime
+from rubricate.mining.miner.service import Dispatcher, MinerService
+from rubricate.mining.miner.settings import MinerSettings
 
 log = logging.getLogger("rubricate.miner")
 
@@ -46,7 +59,14 @@ async def _broker_ready(app: FastAPI) -> tuple[bool, str]:
     return True, "ok"
 
 
-def create_app(settings: MinerSettings | None = None) -> FastAPI:
+def create_app(
+    settings: MinerSettings | None = None,
+    *,
+    audit_backend: LLMBackend | None = None,
+    audit_tasks: TaskSettings | None = None,
+) -> FastAPI:
+    """`audit_backend`: the live model, already loaded (embedded mode), for the eager audits'
+    reference judge (the same model with the other scoring design, docs/audit.md)."""
     cfg = settings or MinerSettings()
 
     @asynccontextmanager
@@ -55,10 +75,35 @@ def create_app(settings: MinerSettings | None = None) -> FastAPI:
         if cfg.auto_migrate:
             await asyncio.to_thread(upgrade_to_head, runtime.engine)
         celery_app.configure(celery_app.app, cfg)
-        dispatcher = Dispatcher(cfg)
+        dispatcher = Dispatcher(cfg, tasks={"mine": tasks.mine, "ingest": tasks.ingest})
         if dispatcher.eager:
             tasks.configure_runtime(runtime)  # eager jobs share this process's runtime
         app.state.miner = MinerService(runtime=runtime, dispatcher=dispatcher)
+        audit_settings = AuditSettings()
+        audit: AuditService | None = None
+        refresher: asyncio.Task[None] | None = None
+        if audit_settings.enabled:
+            queue: AuditQueue
+            if dispatcher.eager:
+                work = AuditWork(
+                    engine=runtime.engine,
+                    verifier=tasks.verifier_target(cfg),
+                    settings=audit_settings,
+                    backend=audit_backend,
+                    tasks=audit_tasks,
+                    in_process=True,
+                    override=tasks.audit_runtime_override,
+                )
+                queue = InProcessAuditQueue(audit=work.audit, replay=work.replay)
+            else:
+                queue = CeleryAuditQueue(
+                    audit=tasks.audit, replay=tasks.audit_replay, queue=cfg.queue
+                )
+            audit = AuditService(
+                repo=AuditRepository(runtime.engine), settings=audit_settings, queue=queue
+            )
+            setattr(app.state, audit_routes.STATE_NAME, audit)
+            refresher = asyncio.create_task(refresh_signals_forever(audit))
         if dispatcher.eager:  # no broker keeps them: pick up what a previous run left
             for job_id, kind in await asyncio.to_thread(
                 runtime.repo.resumable_jobs, lease_s=cfg.lease_s
@@ -76,6 +121,10 @@ def create_app(settings: MinerSettings | None = None) -> FastAPI:
             yield
         finally:
             runtime.stopping.set()
+            if refresher is not None:
+                refresher.cancel()
+            if audit is not None:
+                await audit.queue.aclose()
             await asyncio.to_thread(dispatcher.join, 30.0)
             if dispatcher.eager:
                 tasks.configure_runtime(None)
@@ -85,7 +134,7 @@ def create_app(settings: MinerSettings | None = None) -> FastAPI:
     return create_service_app(
         service="miner",
         title="Rubricate miner",
-        routers=[router],
+        routers=[router, audit_routes.router],
         lifespan=lifespan,
         readiness=[("database", _database_ready), ("broker", _broker_ready)],
         max_body_bytes=cfg.max_body_bytes,

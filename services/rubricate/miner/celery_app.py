@@ -8,12 +8,11 @@ tree. Job state lives in the database, not in a Celery result backend.
 """
 
 import logging
-from typing import Any
 
-from celery import Celery, signals
+from celery import Celery
 
 from rubricate.common.celery_observability import install
-from rubricate.miner.settings import MinerSettings
+from rubricate.mining.miner.settings import MinerSettings
 
 log = logging.getLogger("rubricate.miner.celery")
 
@@ -39,18 +38,3 @@ def configure(celery: Celery, settings: MinerSettings) -> None:
 
 configure(app, MinerSettings())
 install(app)
-
-
-def _recover_stale_jobs(**_: Any) -> None:
-    """Re-enqueue the jobs of workers that died (their heartbeat is older than the lease)."""
-    from rubricate.miner.tasks import recover_stale_jobs
-
-    try:
-        recover_stale_jobs()
-    except Exception:  # a recovery sweep must not keep the worker from starting
-        log.exception("miner.recover_failed")
-
-
-signals.worker_ready.connect(
-    _recover_stale_jobs, weak=False, dispatch_uid="rubricate-miner-recover"
-)

@@ -33,7 +33,7 @@ def _check(response: Any) -> dict[str, Any]:
 
 
 def _batches(path: Path) -> list[list[dict[str, str]]]:
-    from rubricate.miner.loaders import format_of
+    from rubricate.mining.miner.loaders import format_of
 
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     root = path.parent if path.is_file() else path
@@ -172,6 +172,9 @@ def _mine(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from rubricate.extras import require_role_extras
+
+    require_role_extras("worker", backend=None)
     from rubricate.miner.celery_app import app
 
     argv = ["worker", f"--loglevel={args.loglevel}", f"--concurrency={args.concurrency}"]

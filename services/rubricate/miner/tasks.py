@@ -10,13 +10,15 @@ from typing import Any
 
 from celery import signals
 
+from rubricate.audit.miner.runner import AuditLoop, AuditRuntime
+from rubricate.audit.miner.work import AuditWork, VerifierTarget
 from rubricate.common.embeddings import shared_embedder
+from rubricate.db.engine import make_engine
 from rubricate.miner.celery_app import app
-from rubricate.miner.index import CorpusIndex
-from rubricate.miner.repository import MinerRepository
-from rubricate.miner.runner import MinerRuntime, run_job_sync
-from rubricate.miner.settings import MinerSettings
-from rubricate.store.db import make_engine
+from rubricate.mining.miner.index import CorpusIndex
+from rubricate.mining.miner.repository import MinerRepository
+from rubricate.mining.miner.runner import MinerRuntime, run_job_sync
+from rubricate.mining.miner.settings import MinerSettings
 
 log = logging.getLogger("rubricate.miner.tasks")
 
@@ -67,6 +69,72 @@ mine: Any = app.task(name=MINE_TASK, acks_late=True, reject_on_worker_lost=True)
 ingest: Any = app.task(name=INGEST_TASK, acks_late=True, reject_on_worker_lost=True)(_ingest)
 
 
+# --- the reward audit (rubricate.audit): one task per sampled group ------------------------
+
+AUDIT_TASK = "rubricate.miner.audit"
+AUDIT_REPLAY_TASK = "rubricate.miner.audit_replay"
+
+_audit_work: AuditWork | None = None
+_audit_loop: AuditLoop | None = None
+_audit_override: AuditRuntime | None = None
+_audit_lock = threading.Lock()
+
+
+def configure_audit_runtime(runtime: AuditRuntime | None) -> None:
+    """Use this runtime for every audit of the process, in the workers' tasks and in the
+    in-process queue (tests, benchmarks); None: build one as configured."""
+    global _audit_override
+    with _audit_lock:
+        _audit_override = runtime
+
+
+def audit_runtime_override() -> AuditRuntime | None:
+    with _audit_lock:
+        return _audit_override
+
+
+def verifier_target(settings: MinerSettings) -> VerifierTarget:
+    return VerifierTarget(
+        url=settings.verifier_url,
+        timeout_s=settings.model_timeout_s,
+        retries=settings.judge_retries,
+    )
+
+
+def _worker_audit() -> tuple[AuditLoop, AuditWork]:
+    """A worker's audit loop and work, built on first use from the environment."""
+    global _audit_work, _audit_loop
+    with _audit_lock:
+        if _audit_work is None:
+            cfg = MinerSettings()
+            _audit_work = AuditWork(
+                engine=make_engine(cfg.database_url, pool_size=2, max_overflow=2),
+                verifier=verifier_target(cfg),
+                override=audit_runtime_override,
+            )
+        if _audit_loop is None:
+            _audit_loop = AuditLoop()
+        return _audit_loop, _audit_work
+
+
+def _audit(tenant: str, scoring_id: str) -> str:
+    """Re-score one sampled group with the reference judge and store the comparison."""
+    loop, work = _worker_audit()
+    return loop.run(work.audit(tenant, scoring_id))
+
+
+def _audit_replay(job_id: str) -> str:
+    """Run a replay job (rubricate.audit.miner.replay)."""
+    loop, work = _worker_audit()
+    return loop.run(work.replay(job_id))
+
+
+audit: Any = app.task(name=AUDIT_TASK, acks_late=True, reject_on_worker_lost=True)(_audit)
+audit_replay: Any = app.task(name=AUDIT_REPLAY_TASK, acks_late=True, reject_on_worker_lost=True)(
+    _audit_replay
+)
+
+
 def recover_stale_jobs(settings: MinerSettings | None = None) -> list[str]:
     """Enqueue every running job whose heartbeat is older than the lease (its worker died).
 
@@ -89,11 +157,28 @@ def recover_stale_jobs(settings: MinerSettings | None = None) -> list[str]:
 
 
 def _forget_inherited_runtime(**_: Any) -> None:
-    """A forked pool process builds its own engine and index."""
-    global _runtime
+    """A forked pool process builds its own engine and index (and audit runtime)."""
+    global _runtime, _audit_work, _audit_loop
     _runtime = None
+    _audit_work = None
+    _audit_loop = None
 
 
 signals.worker_process_init.connect(
     _forget_inherited_runtime, weak=False, dispatch_uid="rubricate-miner-fork"
+)
+
+
+# Connected here, not in celery_app: the worker imports this module (the app's `include`)
+# before it is ready, and celery_app stays free of an import of its tasks.
+def _recover_stale_jobs(**_: Any) -> None:
+    """Re-enqueue the jobs of workers that died (their heartbeat is older than the lease)."""
+    try:
+        recover_stale_jobs()
+    except Exception:  # a recovery sweep must not keep the worker from starting
+        log.exception("miner.recover_failed")
+
+
+signals.worker_ready.connect(
+    _recover_stale_jobs, weak=False, dispatch_uid="rubricate-miner-recover"
 )

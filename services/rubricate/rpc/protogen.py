@@ -1,10 +1,10 @@
 """Draft proto messages from the gateway's Pydantic models (a development aid).
 
     python -m rubricate.rpc.protogen --prefix Nugget \\
-        rubricate.gateway.nugget_schemas:NuggetVerifyRequest \\
-        --response rubricate.gateway.nugget_schemas:NuggetVerifyResponse
+        rubricate_client.schemas.nuggets:NuggetVerifyRequest \\
+        --response rubricate_client.schemas.nuggets:NuggetVerifyResponse
 
-prints message definitions that follow the shape rules of `rubricate.rpc.convert`. The output
+prints message definitions that follow the shape rules of `rubricate_client.convert`. The output
 is a draft to review and paste into `proto/rubricate/v1/*.proto` (field numbers are frozen
 there once released); `tests/rpc/test_proto_coverage.py` checks that every field of every
 endpoint model has its proto counterpart.
@@ -18,6 +18,8 @@ import typing
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel
+
+from rubricate_client.wire import strip_annotations
 
 KNOWN = {
     "UsageOut": "Usage",
@@ -68,7 +70,7 @@ class Generator:
 
     def field_type(self, tp: Any, *, context: str, request: bool) -> tuple[str, str]:
         """(label, type) of a field: label is '', 'repeated ' or 'map'."""
-        tp = _strip(tp)
+        tp = strip_annotations(tp)
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
         if _is_union(tp):
@@ -98,17 +100,17 @@ class Generator:
             return "repeated ", self.item_type(item, context=f"{context}Item", request=request)
         if origin in (dict, typing.Mapping) or tp is dict:
             key, value = args if len(args) == 2 else (str, Any)
-            if typing.get_origin(_strip(key)) is Literal:
+            if typing.get_origin(strip_annotations(key)) is Literal:
                 name = self._name(context)
                 _, value_type = self.field_type(value, context=f"{context}Value", request=request)
                 label = "repeated " if _is_list(value) else ""
                 opt = "optional " if _allows_none(value) and not label else ""
                 self.messages[name] = [
                     f"  {label or opt}{value_type} {k} = {i + 1};"
-                    for i, k in enumerate(typing.get_args(_strip(key)))
+                    for i, k in enumerate(typing.get_args(strip_annotations(key)))
                 ]
                 return "", name
-            if _strip(value) is Any:
+            if strip_annotations(value) is Any:
                 return "", "google.protobuf.Struct"
             value_type = self.item_type(value, context=f"{context}Value", request=request)
             return "", f"map<string, {value_type}>"
@@ -116,9 +118,9 @@ class Generator:
 
     def item_type(self, tp: Any, *, context: str, request: bool) -> str:
         """A type usable as a repeated item or map value (no nested repeated, no null)."""
-        if _allows_none(tp) and _strip(tp) is not Any:
+        if _allows_none(tp) and strip_annotations(tp) is not Any:
             return "google.protobuf.Value"
-        stripped = _strip(tp)
+        stripped = strip_annotations(tp)
         if _is_list(stripped):
             inner = typing.get_args(stripped)
             item = self.item_type(
@@ -148,26 +150,12 @@ def _camel(name: str) -> str:
     return "".join(p.capitalize() for p in name.split("_"))
 
 
-def _strip(tp: Any) -> Any:
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is typing.Annotated:
-            tp = typing.get_args(tp)[0]
-        elif origin in (Union, types.UnionType):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(args) != 1:
-                return tp
-            tp = args[0]
-        else:
-            return tp
-
-
 def _is_union(tp: Any) -> bool:
     return typing.get_origin(tp) in (Union, types.UnionType)
 
 
 def _is_list(tp: Any) -> bool:
-    tp = _strip(tp)
+    tp = strip_annotations(tp)
     return (
         typing.get_origin(tp) in (list, typing.Sequence)
         or tp is list

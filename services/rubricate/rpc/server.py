@@ -1,15 +1,16 @@
 """The gateway's gRPC server: every endpoint with an `rpc` in the endpoint table, served by
 the same FastAPI app (same routes, service objects and middleware) as HTTP.
 
-A call decodes its message into the endpoint's JSON body and passes it to the gateway app in
-process (ASGI, no socket), with the call's metadata as headers: `authorization` / `x-api-key`,
-`x-rubricate-tenant`, `x-request-id`, `idempotency-key`. So authentication, tenant limits,
-idempotent replay, validation and the error shape are those of HTTP by construction. The answer
-is encoded into the response message; an error becomes the gRPC code of its HTTP status
-(`rpc.status`), with the HTTP error body and status in trailing metadata.
+A call decodes its message into the endpoint's JSON body (its path parameters and the set
+`optional` fields of its query parameters into the URL) and passes it to the gateway app in
+process through the gateway's one dispatcher (`common.dispatch.RouteInvoker.http`), with the
+call's metadata as headers: `authorization` / `x-api-key`, `x-rubricate-tenant`,
+`x-request-id`, `idempotency-key`. So authentication, tenant limits, idempotent replay,
+validation and the error shape are those of HTTP by construction. The answer is encoded into
+the response message; an error becomes the gRPC code of its HTTP status
+(`rubricate_client.grpc_status`), with the HTTP error body and status in trailing metadata.
 """
 
-import json
 import logging
 import time
 import uuid
@@ -17,22 +18,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
-import httpx
 from fastapi import FastAPI
 from google.protobuf.message import Message
 
-from rubricate.common.errors import ErrorBody, ErrorResponse
+from rubricate.common.dispatch import DispatchResponse, RouteInvoker
 from rubricate.common.metrics import GRPC_LATENCY
-from rubricate.gateway.endpoints import ENDPOINTS, PROTO_PACKAGE, Endpoint
-from rubricate.rpc.convert import json_to_message, message_to_json
-from rubricate.rpc.protos import endpoint_types
-from rubricate.rpc.status import (
+from rubricate_client.convert import json_to_message, message_to_json
+from rubricate_client.endpoints import ENDPOINTS, PROTO_PACKAGE, Endpoint
+from rubricate_client.grpc_status import (
     ERROR_METADATA,
     RETRY_AFTER_METADATA,
     STATUS_METADATA,
     grpc_code,
     internal_error,
 )
+from rubricate_client.protos import endpoint_types
+from rubricate_client.schemas.errors import ErrorBody, ErrorResponse
 
 log = logging.getLogger("rubricate.grpc")
 
@@ -44,15 +45,16 @@ FORWARDED_METADATA = frozenset(
 """Call metadata passed to the HTTP stack as headers (everything else is dropped)."""
 
 
-def _http_error(response: httpx.Response) -> tuple[int, ErrorBody, str | None]:
+def _http_error(response: DispatchResponse) -> tuple[int, ErrorBody, str | None]:
     try:
-        error = ErrorResponse.model_validate_json(response.content).error
+        error = ErrorResponse.model_validate_json(response.body).error
     except ValueError:
-        error = ErrorBody(type="http_error", message=response.text[:500])
-    return response.status_code, error, response.headers.get("retry-after")
+        text = response.body.decode("utf-8", "replace")[:500]
+        error = ErrorBody(type="http_error", message=text)
+    return response.status, error, response.headers.get("retry-after")
 
 
-def _handler(http: httpx.AsyncClient, endpoint: Endpoint[Any, Any]) -> Handler:
+def _handler(dispatcher: RouteInvoker, endpoint: Endpoint[Any, Any]) -> Handler:
     _, response_cls = endpoint_types(endpoint)
 
     async def handle(request: Message, context: Any) -> Message:
@@ -67,12 +69,17 @@ def _handler(http: httpx.AsyncClient, endpoint: Endpoint[Any, Any]) -> Handler:
         try:
             try:
                 path = {p: str(getattr(request, p)) for p in endpoint.path_params}
+                path |= {
+                    q: str(getattr(request, q))
+                    for q in endpoint.query_params
+                    if request.HasField(q)
+                }
                 body = message_to_json(request, endpoint.request) if endpoint.has_body else None
-                response = await http.request(
-                    endpoint.method, endpoint.url_path(path), json=body, headers=headers
+                response = await dispatcher.http(
+                    endpoint.method, endpoint.url_path(path), json_body=body, headers=headers
                 )
-                if response.status_code < 400:
-                    return json_to_message(json.loads(response.content), response_cls)
+                if response.status < 400:
+                    return json_to_message(response.json(), response_cls)
                 status, error, retry_after = _http_error(response)
             except Exception as exc:  # a failure of the gRPC layer itself
                 status, error = 500, internal_error(exc, request_id=request_id)
@@ -97,7 +104,7 @@ def _handler(http: httpx.AsyncClient, endpoint: Endpoint[Any, Any]) -> Handler:
 
 
 def build_handlers(
-    http: httpx.AsyncClient, endpoints: Sequence[Endpoint[Any, Any]] = ENDPOINTS
+    dispatcher: RouteInvoker, endpoints: Sequence[Endpoint[Any, Any]] = ENDPOINTS
 ) -> list[Any]:
     services: dict[str, dict[str, Any]] = {}
     for endpoint in endpoints:
@@ -106,7 +113,7 @@ def build_handlers(
         request_cls, response_cls = endpoint_types(endpoint)
         service, method = endpoint.rpc
         services.setdefault(service, {})[method] = grpc.unary_unary_rpc_method_handler(
-            _handler(http, endpoint),
+            _handler(dispatcher, endpoint),
             request_deserializer=request_cls.FromString,
             response_serializer=response_cls.SerializeToString,
         )
@@ -126,7 +133,6 @@ class GrpcServer:
         self.max_message_bytes = max_message_bytes
         self.port: int | None = None
         self._server: Any = None
-        self._http: httpx.AsyncClient | None = None
 
     async def start(self) -> int:
         options = [
@@ -134,13 +140,8 @@ class GrpcServer:
             ("grpc.max_send_message_length", self.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        self._http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=self.app, raise_app_exceptions=False),
-            base_url="http://gateway.grpc",
-            timeout=None,
-        )
         server = grpc.aio.server(options=options)
-        server.add_generic_rpc_handlers(tuple(build_handlers(self._http)))
+        server.add_generic_rpc_handlers(tuple(build_handlers(RouteInvoker(self.app))))
         address = f"{self.host}:{self.requested_port}"
         port = int(server.add_insecure_port(address))
         if port == 0:
@@ -154,6 +155,3 @@ class GrpcServer:
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None

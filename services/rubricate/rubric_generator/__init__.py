@@ -1,1 +1,3 @@
-"""The rubric-generator model server: generation tasks (stage rubrics for a rollout group)."""
+"""The rubric-generator model server: generation tasks of every capability (stage rubrics,
+step rubrics, mining rewrites, extraction, merging and importance), assembled from their
+`<capability>/generator` routers."""

@@ -1,13 +1,14 @@
 from fastapi import FastAPI
 
-from rubricate.common.model_server import TaskSettings, create_model_server_app
 from rubricate.llm.base import LLMBackend
+from rubricate.llm.server import TaskSettings, create_model_server_app
 from rubricate.llm.settings import LLMSettings
-from rubricate.rubric_generator import mining_routes, step_routes
-from rubricate.rubric_generator.mining_service import MiningGenerationService
-from rubricate.rubric_generator.routes import router
-from rubricate.rubric_generator.service import RubricGeneratorService
-from rubricate.rubric_generator.step_service import StepRubricService
+from rubricate.mining.generator import routes as mining_routes
+from rubricate.mining.generator.service import MiningGenerationService
+from rubricate.stagewise.generator.routes import router
+from rubricate.stagewise.generator.service import RubricGeneratorService
+from rubricate.steps.generator import routes as step_routes
+from rubricate.steps.generator.service import StepRubricService
 
 
 def create_app(

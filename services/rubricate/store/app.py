@@ -8,15 +8,16 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from rubricate.audit.store import routes as history_routes
 from rubricate.common.app import ReadinessCheck, create_service_app
+from rubricate.common.cache import Cache, GuardedCache, MemoryCache, RedisCache
 from rubricate.common.embeddings import Embedder
-from rubricate.store import bank_routes
-from rubricate.store.bank_service import build_bank_service
-from rubricate.store.cache import Cache, GuardedCache, MemoryCache, RedisCache
-from rubricate.store.db import make_engine
-from rubricate.store.migrate import upgrade_to_head
-from rubricate.store.routes import router
-from rubricate.store.service import BufferService, BufferStore
+from rubricate.db.engine import make_engine
+from rubricate.db.migrate import upgrade_to_head
+from rubricate.reflections.store import routes as bank_routes
+from rubricate.reflections.store.service import build_bank_service
+from rubricate.stagewise.store.routes import router
+from rubricate.stagewise.store.service import BufferService, BufferStore
 from rubricate.store.settings import StoreSettings
 from rubricate.store.size_metrics import refresh_forever
 
@@ -97,7 +98,7 @@ def create_app(
     return create_service_app(
         service="store",
         title="Rubricate store",
-        routers=[router, bank_routes.router],
+        routers=[router, bank_routes.router, history_routes.router],
         lifespan=lifespan,
         readiness=readiness,
         max_body_bytes=settings.store_max_body_bytes,

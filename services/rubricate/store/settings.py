@@ -6,28 +6,7 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEFAULT_DB_FILE = "rubricate.db"
-
-
-def normalize_database_url(url: str) -> str:
-    """`postgresql://` and `postgres://` select psycopg 3; other URLs are left as they are."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    return url
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a file-backed SQLite URL, else None (other databases, `:memory:`)."""
-    if not url.startswith("sqlite"):
-        return None
-    _, sep, rest = url.partition(":///")
-    if not sep:
-        return None
-    path = rest.split("?", 1)[0]
-    if not path or path == ":memory:" or path.startswith("file:"):
-        return None
-    return Path(path)
+from rubricate.db.urls import default_database_url, normalize_database_url
 
 
 class StoreSettings(BaseSettings):
@@ -68,7 +47,7 @@ class StoreSettings(BaseSettings):
     def _resolve_database_url(self) -> Self:
         if not self.database_url:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            self.database_url = f"sqlite:///{self.data_dir / DEFAULT_DB_FILE}"
+            self.database_url = default_database_url(self.data_dir)
         else:
             self.database_url = normalize_database_url(self.database_url)
         return self

@@ -14,8 +14,8 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from rubricate.common.metrics import BANK_ITEMS, BUFFER_QUESTIONS, BUFFER_RUBRICS
-from rubricate.store.bank_models import BankItemRow
-from rubricate.store.models import QuestionRow, RubricRow
+from rubricate.reflections.store.models import BankItemRow
+from rubricate.stagewise.store.models import QuestionRow, RubricRow
 
 log = logging.getLogger("rubricate.store.size_metrics")
 

@@ -1,15 +1,18 @@
 from fastapi import FastAPI
 
-from rubricate.common.model_server import TaskSettings, create_model_server_app
 from rubricate.llm.base import LLMBackend
+from rubricate.llm.server import TaskSettings, create_model_server_app
 from rubricate.llm.settings import LLMSettings
-from rubricate.verifier import mining_routes, nugget_routes, reflection_routes, step_routes
-from rubricate.verifier.mining_service import MiningJudgeService
-from rubricate.verifier.nuggets import NuggetLabelService
-from rubricate.verifier.reflection_service import ReflectionJudgeService
-from rubricate.verifier.routes import router
-from rubricate.verifier.service import VerifierService
-from rubricate.verifier.step_service import StepJudgeService
+from rubricate.mining.verifier import routes as mining_routes
+from rubricate.mining.verifier.service import MiningJudgeService
+from rubricate.nuggets.verifier import routes as nugget_routes
+from rubricate.nuggets.verifier.service import NuggetLabelService
+from rubricate.reflections.verifier import routes as reflection_routes
+from rubricate.reflections.verifier.service import ReflectionJudgeService
+from rubricate.stagewise.verifier.routes import router
+from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.steps.verifier import routes as step_routes
+from rubricate.steps.verifier.service import StepJudgeService
 
 
 def create_app(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from rubricate.common.logging import ACCESS_LOGGER, JsonFormatter, RequestIdFilter
-from tests.services.gateway.conftest import Running, trajectory
+from tests.support.gateway import Running, trajectory
 
 
 @pytest.fixture

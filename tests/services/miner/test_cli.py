@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rubricate.cli import main
-from tests.services.miner.conftest import Platform
+from tests.support.miner import Platform
 
 
 async def test_ingest_then_mine_from_the_command_line(

@@ -23,15 +23,15 @@ from fastapi import FastAPI
 
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.embedded import free_port
-from rubricate.llm.fake_judge import FakeJudgeBackend
-from rubricate.llm.fake_mining import fake_mining_handlers
 from rubricate.llm.settings import LLMSettings
 from rubricate.miner import celery_app
 from rubricate.miner.app import create_app as create_miner
-from rubricate.miner.settings import MinerSettings
+from rubricate.mining.miner.settings import MinerSettings
 from rubricate.rubric_generator.app import create_app as create_generator
+from rubricate.testing.fake_judge import FakeJudgeBackend
+from rubricate.testing.fake_mining import fake_mining_handlers
 from rubricate.verifier.app import create_app as create_verifier
-from tests.services.miner.conftest import html_documents, wait_for_job
+from tests.support.miner import html_documents, wait_for_job
 
 QUESTION = "How do I encode Python objects as JSON strings?"
 LEASE_S = 3.0

@@ -12,13 +12,13 @@ import pytest
 import redis
 from fastapi import FastAPI
 
-from rubricate.core.rubrics import Origin, Stage
+from rubricate.stagewise.store.schemas import PruneResponse
+from rubricate.stagewise.store.service import cache_key
 from rubricate.store.app import create_app
-from rubricate.store.schemas import BufferView, PruneResponse
-from rubricate.store.service import cache_key
 from rubricate.store.settings import StoreSettings
-
-from .helpers import rubric
+from rubricate_client.schemas.buffers import BufferView
+from rubricate_client.schemas.rubrics import Origin, Stage
+from tests.support.rubrics import rubric
 
 TENANT_HEADER = "X-Rubricate-Tenant"
 

@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from rubricate.store.settings import StoreSettings, normalize_database_url, sqlite_path
+from rubricate.db.urls import normalize_database_url, sqlite_path
+from rubricate.store.settings import StoreSettings
 
 
 @pytest.mark.parametrize(

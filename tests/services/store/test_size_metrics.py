@@ -11,11 +11,11 @@ from prometheus_client import REGISTRY
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from rubricate.store.bank_models import BankItemRow
-from rubricate.store.db import make_engine
-from rubricate.store.service import BufferStore
+from rubricate.db.engine import make_engine
+from rubricate.reflections.store.models import BankItemRow
+from rubricate.stagewise.store.service import BufferStore
 from rubricate.store.size_metrics import StoreSizes, count_sizes, publish, refresh_forever
-from tests.services.store.helpers import rubric
+from tests.support.rubrics import rubric
 
 
 def _gauge(name: str, **labels: str) -> float | None:

@@ -1,0 +1,72 @@
+"""Public wire models of the agent rubric bank: items, retrieval results, snapshots."""
+
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rubricate_client.schemas.rubrics import TrainingStep
+
+RetrievalMode = Literal["within", "cross"]
+
+# RubricEM App. D.5: cross-episode retrieval returns the top-k items, k = 2 by default.
+DEFAULT_RETRIEVE_K: Final = 2
+MAX_RETRIEVE_K: Final = 50
+
+
+class BankItem(BaseModel):
+    question_hash: str
+    question: str
+    rubrics: dict[str, list[str]]
+    takeaways: list[str]
+    reflection: str
+    score: float
+    step: int | None
+    provenance: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    """1 when first written, +1 per replacement."""
+
+
+class RetrievedItem(BankItem):
+    similarity: float | None = None
+    """Inner product of the question embeddings (cross-episode); None for within-episode."""
+
+
+class BankStats(BaseModel):
+    items: int
+    indexed: int | None
+    """Points of this tenant in the vector index (None when the index is unreachable)."""
+
+
+class SnapshotRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: TrainingStep
+    replace: bool = False
+    """Replace an existing snapshot of the same step (otherwise that is a 409)."""
+
+
+class RestoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: TrainingStep
+
+
+class SnapshotInfo(BaseModel):
+    step: int
+    created_at: datetime
+    bank_items: int
+    questions: int
+    rubrics: int
+    """Rubric rows in the snapshot's buffers (pruned ones included)."""
+
+
+class SnapshotList(BaseModel):
+    snapshots: list[SnapshotInfo]
+
+
+class RestoreResponse(SnapshotInfo):
+    indexed: bool
+    """Whether the vector index was rebuilt for the restored bank."""

@@ -1,0 +1,7 @@
+"""Sizes of the store's keys, shared by the tables, the wire models and the routes."""
+
+from typing import Final
+
+QUESTION_ID_LEN: Final = 128
+RUBRIC_ID_LEN: Final = 128
+SCORING_ID_LEN: Final = 64

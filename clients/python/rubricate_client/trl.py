@@ -1,0 +1,239 @@
+"""TRL (1.16) reward functions for `GRPOTrainer(reward_funcs=[...])`.
+
+    from rubricate_client.trl import RubricateReward
+    reward = RubricateReward("http://gateway:8000", group_size=args.num_generations)
+    trainer = GRPOTrainer(model=..., reward_funcs=[reward], args=args, ...)
+
+TRL calls `reward(prompts=..., completions=..., trainer_state=..., log_metric=...,
+log_extra=..., **columns)` with the dataset's other columns as lists; the label is the `label`
+column (JSON text or an object) plus any label fields among the columns (question,
+question_id, rubrics, nuggets, kind, step, group_key, group_size). The reward is None where
+the platform could not score a sample, so TRL leaves it out of that reward's mean.
+
+Groups: each sample goes with `group_size` (TRL's `num_generations`), `group_key` (a hash of
+the prompt, unless the dataset has a `group_key` column) and `step` (`trainer_state
+.global_step`). Under `torchrun --nproc_per_node N` TRL splits one prompt's completions across
+the processes; each process sends its part, and the gateway gathers the parts into one group.
+
+Logging: per-stage scores (`rubricate/R_<stage>`, the mean over scored samples), the scored,
+fallback and partial-group fractions and the mean group size through `log_metric`, and the
+per-sample values as completion table columns through `log_extra`. TRL computes one advantage
+per completion from the scalar reward, so there is no per-stage token credit with TRL's
+reward-function API.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rubricate_client.http import AsyncClient, Client
+from rubricate_client.schemas.rewards import GetRewardRequest, GetRewardResponse
+from rubricate_client.trainers import (
+    LABEL_KEYS,
+    SAMPLE_LOGS,
+    AdapterSettings,
+    async_client,
+    group_key_of,
+    merge_label,
+    reward_request,
+    scored,
+    sync_client,
+    with_group,
+)
+
+BATCH_MEANS = ("scored", "fallback", "partial_group", "group_size")
+"""Logged as the mean over the whole batch; the scores, over the scored samples."""
+LogMetric = Callable[[str, float], None]
+LogExtra = Callable[[str, list[Any]], None]
+
+
+def text_of(item: Any) -> str:
+    """Plain text of a prompt or completion: a string, or chat messages' contents joined."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Mapping):
+        return str(item.get("content", ""))
+    if isinstance(item, Sequence):
+        return "\n".join(text_of(m) for m in item)
+    return str(item)
+
+
+def question_of(prompt: Any) -> str | None:
+    """The last user message of a chat prompt; None for a plain-text prompt."""
+    if isinstance(prompt, Sequence) and not isinstance(prompt, str):
+        users = [m for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        if users:
+            return str(users[-1].get("content", ""))
+    return None
+
+
+def trl_request(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    columns: Mapping[str, Any],
+    *,
+    label_column: str,
+    kind: str | None,
+    group_size: int | None = None,
+    step: int | None = None,
+) -> GetRewardRequest:
+    labels = []
+    for i, prompt in enumerate(prompts):
+        row = {k: _at(columns.get(k), i) for k in LABEL_KEYS}
+        if row.get("question") is None:
+            row["question"] = question_of(prompt)
+        label = merge_label(_at(columns.get(label_column), i), row)
+        labels.append(
+            with_group(
+                label,
+                group_size=group_size,
+                group_key=group_key_of(text_of(prompt)),
+                step=step,
+            )
+        )
+    return reward_request(
+        responses=[text_of(c) for c in completions],
+        prompts=[text_of(p) for p in prompts],
+        labels=labels,
+        kind=kind,
+    )
+
+
+def _at(column: Any, i: int) -> Any:
+    if isinstance(column, Sequence) and not isinstance(column, str) and i < len(column):
+        return column[i]
+    return None
+
+
+def rewards_or_none(response: GetRewardResponse) -> list[float | None]:
+    return [r if ok else None for r, ok in zip(response.rewards, scored(response), strict=True)]
+
+
+def step_of(trainer_state: Any) -> int | None:
+    step = getattr(trainer_state, "global_step", None)
+    return None if step is None else int(step)
+
+
+def log_response(
+    response: GetRewardResponse, log_metric: LogMetric | None, log_extra: LogExtra | None
+) -> None:
+    """Through TRL's hooks: the scored and fallback fractions and the mean of each stage's
+    score over the scored samples as metrics; every per-sample value as a table column."""
+    ok = scored(response)
+    n = len(ok)
+    logs = {k: response.extra_logs.get(f"rubricate/{k}") for k in SAMPLE_LOGS}
+    if log_metric is not None:
+        for key, values in logs.items():
+            if values is None:
+                continue
+            if key in BATCH_MEANS:
+                log_metric(f"rubricate/{key}", sum(values) / n)
+            elif any(ok):
+                log_metric(
+                    f"rubricate/{key}",
+                    sum(v for v, s in zip(values, ok, strict=True) if s) / sum(ok),
+                )
+    if log_extra is not None:
+        for key, values in logs.items():
+            log_extra(f"rubricate/{key}", [0.0] * n if values is None else list(values))
+
+
+class RubricateReward:
+    """A synchronous TRL reward function (`__name__` names it in TRL's logs)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        kind: str | None = None,
+        tenant: str | None = None,
+        label_column: str = "label",
+        timeout_s: float | None = None,
+        api_key: str | None = None,
+        group_size: int | None = None,
+        client: Client | None = None,
+    ) -> None:
+        self.settings = AdapterSettings.from_env(
+            url=url,
+            kind=kind,
+            tenant=tenant,
+            timeout_s=timeout_s,
+            api_key=api_key,
+            group_size=group_size,
+        )
+        self.label_column = label_column
+        self._client = client
+        self.__name__ = f"rubricate_{self.settings.kind or 'reward'}"
+
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        trainer_state: Any = None,
+        log_metric: LogMetric | None = None,
+        log_extra: LogExtra | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        request = trl_request(
+            prompts,
+            completions,
+            kwargs,
+            label_column=self.label_column,
+            kind=self.settings.kind,
+            group_size=self.settings.group_size,
+            step=step_of(trainer_state),
+        )
+        client = self._client or sync_client(self.settings)
+        response = client.get_reward(request)
+        log_response(response, log_metric, log_extra)
+        return rewards_or_none(response)
+
+
+class AsyncRubricateReward:
+    """The async variant: `await reward(prompts=..., completions=..., **columns)`."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        kind: str | None = None,
+        tenant: str | None = None,
+        label_column: str = "label",
+        timeout_s: float | None = None,
+        api_key: str | None = None,
+        group_size: int | None = None,
+        client: AsyncClient | None = None,
+    ) -> None:
+        self.settings = AdapterSettings.from_env(
+            url=url,
+            kind=kind,
+            tenant=tenant,
+            timeout_s=timeout_s,
+            api_key=api_key,
+            group_size=group_size,
+        )
+        self.label_column = label_column
+        self._client = client
+        self.__name__ = f"rubricate_{self.settings.kind or 'reward'}"
+
+    async def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        trainer_state: Any = None,
+        log_metric: LogMetric | None = None,
+        log_extra: LogExtra | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        request = trl_request(
+            prompts,
+            completions,
+            kwargs,
+            label_column=self.label_column,
+            kind=self.settings.kind,
+            group_size=self.settings.group_size,
+            step=step_of(trainer_state),
+        )
+        client = self._client or async_client(self.settings)
+        response = await client.get_reward(request)
+        log_response(response, log_metric, log_extra)
+        return rewards_or_none(response)

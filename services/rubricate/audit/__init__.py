@@ -1,0 +1,1 @@
+"""Reward audit: a reference judge re-scores sampled groups; drift and gaming signals."""

@@ -1,0 +1,362 @@
+"""Audited groups and tenants' audit settings in the database (blocking; call from a thread).
+
+A submission is idempotent on (tenant, scoring id): a retried one gets the first answer. The
+sampling decision is made here, in the submission's transaction: a question's first group is
+the one submitted when the tenant has no row for it yet."""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, delete, exists, select, update
+from sqlalchemy.exc import IntegrityError
+
+from rubricate.audit.domain.sampling import audit_reason
+from rubricate.audit.miner.models import AuditGroupRow, AuditReplayRow, AuditTenantRow
+from rubricate.audit.miner.schemas import AuditSubmission
+from rubricate.db.base import as_utc, utcnow
+from rubricate.db.engine import unit_of_work
+
+
+@dataclass(frozen=True)
+class TenantAuditSettings:
+    fraction: float | None
+    retention_days: int | None
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    tenant: str
+    scoring_id: str
+    question_id: str
+    step: int | None
+    status: str
+    reason: str | None
+    summary: dict[str, Any]
+    group: dict[str, Any] | None
+    result: dict[str, Any] | None
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, row: AuditGroupRow, *, with_group: bool = False) -> "AuditRecord":
+        return cls(
+            tenant=row.tenant,
+            scoring_id=row.scoring_id,
+            question_id=row.question_id,
+            step=row.step,
+            status=row.status,
+            reason=row.reason,
+            summary=dict(row.summary or {}),
+            group=dict(row.group) if with_group and row.group is not None else None,
+            result=None if row.result is None else dict(row.result),
+            error=row.error,
+            created_at=as_utc(row.created_at),
+            finished_at=None if row.finished_at is None else as_utc(row.finished_at),
+        )
+
+
+@dataclass(frozen=True)
+class ReplayRecord:
+    id: str
+    tenant: str
+    state: str
+    params: dict[str, Any]
+    progress: dict[str, Any]
+    result: dict[str, Any] | None
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, row: AuditReplayRow) -> "ReplayRecord":
+        return cls(
+            id=row.id,
+            tenant=row.tenant,
+            state=row.state,
+            params=dict(row.params or {}),
+            progress=dict(row.progress or {}),
+            result=None if row.result is None else dict(row.result),
+            error=row.error,
+            created_at=as_utc(row.created_at),
+            finished_at=None if row.finished_at is None else as_utc(row.finished_at),
+        )
+
+
+NO_PROGRESS = {"total": 0, "done": 0, "failed": 0, "unavailable": 0}
+
+
+class AuditRepository:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # --- tenant settings ------------------------------------------------------------------
+
+    def tenant_settings(self, tenant: str) -> TenantAuditSettings:
+        with unit_of_work(self.engine, write=False) as session:
+            row = session.get(AuditTenantRow, tenant)
+            if row is None:
+                return TenantAuditSettings(fraction=None, retention_days=None)
+            return TenantAuditSettings(fraction=row.fraction, retention_days=row.retention_days)
+
+    def put_tenant_settings(self, tenant: str, settings: TenantAuditSettings) -> None:
+        with unit_of_work(self.engine, write=True) as session:
+            row = session.get(AuditTenantRow, tenant)
+            if row is None:
+                row = AuditTenantRow(tenant=tenant)
+                session.add(row)
+            row.fraction = settings.fraction
+            row.retention_days = settings.retention_days
+            row.updated_at = utcnow()
+
+    # --- submissions ----------------------------------------------------------------------
+
+    def submit(
+        self,
+        tenant: str,
+        submission: AuditSubmission,
+        *,
+        summary: dict[str, Any],
+        default_fraction: float,
+        default_retention_days: int | None,
+    ) -> tuple[str, bool]:
+        """Record a scored group; (its status, whether this call created it). `pending`
+        when the reference judge is to re-score it, else `skipped`."""
+        now = utcnow()
+        try:
+            with unit_of_work(self.engine, write=True) as session:
+                existing = session.get(AuditGroupRow, (tenant, submission.scoring_id))
+                if existing is not None:
+                    return existing.status, False
+                own = session.get(AuditTenantRow, tenant)
+                fraction = default_fraction if own is None or own.fraction is None else own.fraction
+                retention = default_retention_days
+                if own is not None and own.retention_days is not None:
+                    retention = own.retention_days
+                seen = session.execute(
+                    select(
+                        exists().where(
+                            AuditGroupRow.tenant == tenant,
+                            AuditGroupRow.question_id == submission.question_id,
+                        )
+                    )
+                ).scalar_one()
+                reason = audit_reason(
+                    tenant=tenant,
+                    scoring_id=submission.scoring_id,
+                    fraction=fraction,
+                    first_of_question=not seen,
+                )
+                # kept: what the reference judge needs, and what replay may re-score while
+                # the retention lasts; with retention off only until the audit is done
+                keep = reason is not None or retention != 0
+                status = "pending" if reason is not None else "skipped"
+                session.add(
+                    AuditGroupRow(
+                        tenant=tenant,
+                        scoring_id=submission.scoring_id,
+                        question_id=submission.question_id,
+                        step=submission.step,
+                        status=status,
+                        reason=reason,
+                        summary=summary,
+                        group=submission.model_dump(mode="json") if keep else None,
+                        created_at=now,
+                        expires_at=(
+                            None
+                            if not keep or retention is None or retention == 0
+                            else now + timedelta(days=retention)
+                        ),
+                    )
+                )
+                return status, True
+        except IntegrityError:  # a concurrent retry of the same submission landed first
+            found = self.get(tenant, submission.scoring_id)
+            if found is None:
+                raise
+            return found.status, False
+
+    # --- the worker's side ----------------------------------------------------------------
+
+    def pending_group(self, tenant: str, scoring_id: str) -> AuditRecord | None:
+        """The group to audit, with its submission; None when it is not pending."""
+        with unit_of_work(self.engine, write=False) as session:
+            row = session.get(AuditGroupRow, (tenant, scoring_id))
+            if row is None or row.status != "pending":
+                return None
+            return AuditRecord.of(row, with_group=True)
+
+    def finish(
+        self,
+        tenant: str,
+        scoring_id: str,
+        *,
+        result: dict[str, Any] | None,
+        error: str | None,
+    ) -> None:
+        """Record the outcome: `done` with a result, or `failed` with the judge's error."""
+        with unit_of_work(self.engine, write=True) as session:
+            row = session.get(AuditGroupRow, (tenant, scoring_id))
+            if row is None:
+                return
+            row.status = "done" if error is None else "failed"
+            row.result = result
+            row.error = error
+            row.finished_at = utcnow()
+            own = session.get(AuditTenantRow, tenant)
+            if own is not None and own.retention_days == 0:
+                row.group = None  # retention off: nothing kept past the audit itself
+                row.expires_at = None
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def get(self, tenant: str, scoring_id: str) -> AuditRecord | None:
+        with unit_of_work(self.engine, write=False) as session:
+            row = session.get(AuditGroupRow, (tenant, scoring_id))
+            return None if row is None else AuditRecord.of(row)
+
+    def latest(
+        self,
+        tenant: str,
+        *,
+        question_id: str | None = None,
+        statuses: Sequence[str] = ("pending", "done", "failed"),
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """The latest records, newest first."""
+        query = select(AuditGroupRow).where(
+            AuditGroupRow.tenant == tenant, AuditGroupRow.status.in_(list(statuses))
+        )
+        if question_id is not None:
+            query = query.where(AuditGroupRow.question_id == question_id)
+        query = query.order_by(AuditGroupRow.created_at.desc()).limit(limit)
+        with unit_of_work(self.engine, write=False) as session:
+            return [AuditRecord.of(r) for r in session.scalars(query)]
+
+    def recent_steps(
+        self, tenant: str, *, question_id: str | None, steps: int
+    ) -> list[AuditRecord]:
+        """Every record of the tenant's latest `steps` training steps (records without a step
+        are left out: signals are per step)."""
+        scope = [AuditGroupRow.tenant == tenant, AuditGroupRow.step.is_not(None)]
+        if question_id is not None:
+            scope.append(AuditGroupRow.question_id == question_id)
+        with unit_of_work(self.engine, write=False) as session:
+            latest = list(
+                session.scalars(
+                    select(AuditGroupRow.step)
+                    .where(*scope)
+                    .distinct()
+                    .order_by(AuditGroupRow.step.desc())
+                    .limit(steps)
+                )
+            )
+            if not latest:
+                return []
+            rows = session.scalars(
+                select(AuditGroupRow)
+                .where(*scope, AuditGroupRow.step >= min(s for s in latest if s is not None))
+                .order_by(AuditGroupRow.step, AuditGroupRow.created_at)
+            )
+            return [AuditRecord.of(r) for r in rows]
+
+    def tenants(self) -> list[str]:
+        with unit_of_work(self.engine, write=False) as session:
+            return list(session.scalars(select(AuditGroupRow.tenant).distinct()))
+
+    # --- retention ------------------------------------------------------------------------
+
+    def expire(self, *, now: datetime | None = None) -> int:
+        """Drop the kept submissions (trajectories) whose retention ran out; their summaries
+        and results stay. Returns how many were dropped."""
+        when = now or utcnow()
+        with unit_of_work(self.engine, write=True) as session:
+            result = session.execute(
+                update(AuditGroupRow)
+                .where(AuditGroupRow.expires_at.is_not(None), AuditGroupRow.expires_at <= when)
+                .values(group=None, expires_at=None)
+            )
+            return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def delete(self, tenant: str, *, question_id: str | None = None) -> int:
+        """Delete a tenant's audit records (of one question, or all)."""
+        query = delete(AuditGroupRow).where(AuditGroupRow.tenant == tenant)
+        if question_id is not None:
+            query = query.where(AuditGroupRow.question_id == question_id)
+        with unit_of_work(self.engine, write=True) as session:
+            return int(session.execute(query).rowcount or 0)  # type: ignore[attr-defined]
+
+    # --- replay ---------------------------------------------------------------------------
+
+    def replay_groups(
+        self,
+        tenant: str,
+        *,
+        scoring_ids: Sequence[str] | None,
+        question_id: str | None,
+        step_from: int | None,
+        step_to: int | None,
+        limit: int,
+    ) -> list[AuditRecord]:
+        """The tenant's stored groups a replay selects, with their kept submissions (None
+        where the retention ran out), the latest first."""
+        query = select(AuditGroupRow).where(AuditGroupRow.tenant == tenant)
+        if scoring_ids is not None:
+            query = query.where(AuditGroupRow.scoring_id.in_(list(scoring_ids)))
+        if question_id is not None:
+            query = query.where(AuditGroupRow.question_id == question_id)
+        if step_from is not None:
+            query = query.where(AuditGroupRow.step >= step_from)
+        if step_to is not None:
+            query = query.where(AuditGroupRow.step <= step_to)
+        query = query.order_by(AuditGroupRow.created_at.desc()).limit(limit)
+        with unit_of_work(self.engine, write=False) as session:
+            return [AuditRecord.of(r, with_group=True) for r in session.scalars(query)]
+
+    def create_replay(self, tenant: str, params: dict[str, Any]) -> ReplayRecord:
+        now = utcnow()
+        row = AuditReplayRow(
+            id=str(uuid.uuid4()),
+            tenant=tenant,
+            state="queued",
+            params=params,
+            progress=dict(NO_PROGRESS),
+            created_at=now,
+            updated_at=now,
+        )
+        with unit_of_work(self.engine, write=True) as session:
+            session.add(row)
+        return ReplayRecord.of(row)
+
+    def get_replay(self, job_id: str, *, tenant: str | None = None) -> ReplayRecord | None:
+        """A replay job; with `tenant`, only that tenant's."""
+        with unit_of_work(self.engine, write=False) as session:
+            row = session.get(AuditReplayRow, job_id)
+            if row is None or (tenant is not None and row.tenant != tenant):
+                return None
+            return ReplayRecord.of(row)
+
+    def update_replay(
+        self,
+        job_id: str,
+        *,
+        state: str,
+        progress: dict[str, Any],
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        with unit_of_work(self.engine, write=True) as session:
+            row = session.get(AuditReplayRow, job_id)
+            if row is None:
+                return
+            now = utcnow()
+            row.state = state
+            row.progress = progress
+            row.result = result
+            row.error = error
+            row.updated_at = now
+            if state in ("succeeded", "failed"):
+                row.finished_at = now

@@ -1,0 +1,58 @@
+"""The miner's internal contract for the audit: what the gateway submits after a group is
+scored. Public shapes (audit views, signals, tenant settings) are in
+`rubricate_client.schemas.audit`."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rubricate.db.limits import QUESTION_ID_LEN
+from rubricate.stagewise.store.schemas import ScoringId
+from rubricate_client.schemas.audit import ReplayRequest
+from rubricate_client.schemas.rubrics import Judgment, Rubric, Stage, TrainingStep
+
+MAX_AUDIT_ROLLOUTS = 1024
+
+
+class AuditRollout(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256)
+    trajectory: str = Field(min_length=1)
+    spans: dict[Stage, tuple[int, int] | None]
+    """Stage → [start, end) character offsets into the trajectory, as the live scoring
+    parsed them; a missing stage is null."""
+    scores: dict[Stage, float | None] | None
+    """The live judge's stage scores R (null: the rollout was not scored)."""
+    judgments: list[Judgment]
+    fallback: str | None = None
+    """The live scoring's fallback kind (answer_only | unscored), if any."""
+
+    def stage_text(self, stage: Stage) -> str | None:
+        span = self.spans.get(stage)
+        return None if span is None else self.trajectory[span[0] : span[1]]
+
+
+class AuditSubmission(BaseModel):
+    """A scored group, sent by the gateway after the trainer has its answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scoring_id: ScoringId
+    question_id: str = Field(min_length=1, max_length=QUESTION_ID_LEN)
+    question: str = Field(min_length=1, max_length=20_000)
+    step: TrainingStep | None = None
+    rubrics: list[Rubric]
+    """The rubric set the group was scored on (the reference judge gets the same)."""
+    rollouts: list[AuditRollout] = Field(min_length=1, max_length=MAX_AUDIT_ROLLOUTS)
+
+
+class Submitted(BaseModel):
+    scoring_id: str
+    status: str
+    """`pending` (sampled: the reference judge will re-score it) or `skipped`."""
+
+
+class ReplayIn(ReplayRequest):
+    """The gateway's replay request to the miner: the public request, plus the question's
+    current buffer for `judge=buffer` (the gateway reads it from the store)."""
+
+    rubrics: list[Rubric] | None = None

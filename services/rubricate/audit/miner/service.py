@@ -1,0 +1,386 @@
+"""The audit on the miner: take submissions, queue audits, read audits and signals.
+
+`submit` records every scored group (its summary counts for the length and judge-addressing
+signals) and queues the sampled ones for the reference judge; nothing here waits for a judge.
+"""
+
+import asyncio
+import logging
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from rubricate.audit.domain.agreement import rollout_reward
+from rubricate.audit.domain.signals import (
+    RubricPoint,
+    agreement_drift,
+    gaming_candidates,
+    pearson,
+)
+from rubricate.audit.miner.repository import (
+    AuditRecord,
+    AuditRepository,
+    ReplayRecord,
+    TenantAuditSettings,
+)
+from rubricate.audit.miner.schemas import AuditSubmission, ReplayIn, Submitted
+from rubricate.audit.settings import AuditSettings
+from rubricate.common.metrics import (
+    AUDIT_ADDRESSING_ROLLOUTS,
+    AUDIT_AGREEMENT_DROP,
+    AUDIT_AGREEMENT_LAST,
+    AUDIT_GAMING_CANDIDATES,
+    AUDIT_GROUPS,
+    AUDIT_LENGTH_CORRELATION,
+)
+from rubricate.llm.prompt_text import manipulation_markers
+from rubricate_client.schemas.audit import (
+    AddressingView,
+    AuditList,
+    AuditResult,
+    AuditSignals,
+    AuditTenantSettings,
+    AuditView,
+    GamingCandidateView,
+    ReplayJob,
+    ReplayProgress,
+    ReplayResult,
+    StepSignals,
+)
+
+log = logging.getLogger("rubricate.audit")
+
+MAX_ADDRESSING_LISTED = 100
+
+
+class AuditTask(Protocol):
+    """A Celery task, as far as the audit queues it."""
+
+    def apply_async(self, *, args: list[str], queue: str) -> Any: ...
+
+
+class AuditQueue(Protocol):
+    """Where sampled groups and replay jobs go: Celery, or this process's event loop."""
+
+    def submit(self, tenant: str, scoring_id: str) -> None: ...
+    def replay(self, job_id: str) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class CeleryAuditQueue:
+    def __init__(self, *, audit: AuditTask, replay: AuditTask, queue: str) -> None:
+        self.tasks = {"audit": audit, "replay": replay}
+        self.queue = queue
+
+    def submit(self, tenant: str, scoring_id: str) -> None:
+        self.tasks["audit"].apply_async(args=[tenant, scoring_id], queue=self.queue)
+
+    def replay(self, job_id: str) -> None:
+        self.tasks["replay"].apply_async(args=[job_id], queue=self.queue)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class InProcessAuditQueue:
+    """Embedded mode (no broker): audits and replays run as tasks of this process's event
+    loop, after the submission has been answered. On the loop, not in a thread: the
+    reference judge may be the live model, whose backend belongs to this loop. Stopping
+    cancels what is left (those audits stay `pending`)."""
+
+    def __init__(
+        self,
+        *,
+        audit: Callable[[str, str], Awaitable[object]],
+        replay: Callable[[str], Awaitable[object]],
+    ) -> None:
+        self._audit = audit
+        self._replay = replay
+        self._running: set[asyncio.Task[None]] = set()
+
+    def submit(self, tenant: str, scoring_id: str) -> None:
+        self._start(self._audit(tenant, scoring_id), f"audit-{scoring_id}")
+
+    def replay(self, job_id: str) -> None:
+        self._start(self._replay(job_id), f"replay-{job_id}")
+
+    def _start(self, work: Awaitable[object], name: str) -> None:
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception:  # recorded by the work itself where it can be; never raised
+                log.exception("audit.in_process_failed task=%s", name)
+
+        task = asyncio.get_running_loop().create_task(guarded(), name=name)
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def drain(self) -> None:
+        """Wait for everything queued so far (tests, benchmarks)."""
+        while self._running:
+            await asyncio.gather(*list(self._running), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+
+def summarize(submission: AuditSubmission) -> dict[str, Any]:
+    """What every scored group keeps: live rewards, trajectory lengths, judge addressing."""
+    rewards: dict[str, float] = {}
+    for rollout in submission.rollouts:
+        reward = None if rollout.scores is None else rollout_reward(rollout.scores)
+        if reward is not None:
+            rewards[rollout.id] = reward
+    addressing = {}
+    for rollout in submission.rollouts:
+        markers = manipulation_markers(rollout.trajectory)
+        if markers:
+            addressing[rollout.id] = markers
+    return {
+        "rewards": rewards,
+        "lengths": {r.id: len(r.trajectory) for r in submission.rollouts},
+        "addressing": addressing,
+    }
+
+
+def _length_pairs(summaries: Sequence[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    rewards: list[float] = []
+    lengths: list[float] = []
+    for summary in summaries:
+        for rollout_id, reward in summary.get("rewards", {}).items():
+            length = summary.get("lengths", {}).get(rollout_id)
+            if length is not None:
+                rewards.append(float(reward))
+                lengths.append(float(length))
+    return rewards, lengths
+
+
+def view(record: AuditRecord) -> AuditView:
+    rewards, lengths = _length_pairs([record.summary])
+    return AuditView(
+        scoring_id=record.scoring_id,
+        question_id=record.question_id,
+        step=record.step,
+        status=record.status,
+        reason=record.reason,
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        error=record.error,
+        addressing=dict(record.summary.get("addressing", {})),
+        length_reward_correlation=pearson(lengths, rewards),
+        result=None if record.result is None else AuditResult.model_validate(record.result),
+    )
+
+
+def replay_view(job: ReplayRecord) -> ReplayJob:
+    return ReplayJob(
+        id=job.id,
+        state=job.state,
+        judge=job.params.get("judge", "reference"),
+        progress=ReplayProgress.model_validate(job.progress),
+        result=None if job.result is None else ReplayResult.model_validate(job.result),
+        error=job.error,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+    )
+
+
+def compute_signals(
+    records: Sequence[AuditRecord], *, question_id: str | None, settings: AuditSettings
+) -> AuditSignals:
+    by_step: dict[int, list[AuditRecord]] = {}
+    for record in records:
+        if record.step is not None:
+            by_step.setdefault(record.step, []).append(record)
+    steps: list[StepSignals] = []
+    agreement_points: list[tuple[int, float]] = []
+    series: dict[tuple[str, str], list[RubricPoint]] = {}
+    addressing: list[AddressingView] = []
+    for step, group in sorted(by_step.items()):
+        done = [r for r in group if r.status == "done" and r.result is not None]
+        agreements = [
+            float(r.result["agreement"])
+            for r in done
+            if r.result is not None and r.result.get("agreement") is not None
+        ]
+        agreement = sum(agreements) / len(agreements) if agreements else None
+        if agreement is not None:
+            agreement_points.append((step, agreement))
+        for r in done:
+            assert r.result is not None
+            for rubric in r.result.get("rubrics", []):
+                series.setdefault((r.question_id, rubric["rubric_id"]), []).append(
+                    RubricPoint(
+                        step=step, live=rubric["live_mean"], reference=rubric["reference_mean"]
+                    )
+                )
+        rewards, lengths = _length_pairs([r.summary for r in group])
+        flagged = 0
+        for r in group:
+            for rollout_id, markers in r.summary.get("addressing", {}).items():
+                flagged += 1
+                addressing.append(
+                    AddressingView(
+                        scoring_id=r.scoring_id,
+                        question_id=r.question_id,
+                        step=r.step,
+                        rollout_id=rollout_id,
+                        markers=list(markers),
+                    )
+                )
+        steps.append(
+            StepSignals(
+                step=step,
+                groups=len(group),
+                audited=len(done),
+                failed=sum(1 for r in group if r.status == "failed"),
+                agreement=agreement,
+                length_reward_correlation=pearson(lengths, rewards),
+                addressing_rollouts=flagged,
+            )
+        )
+    drift = agreement_drift(agreement_points, window=settings.drift_window)
+    candidates: list[GamingCandidateView] = []
+    questions = sorted({q for q, _ in series})
+    for question in questions:
+        found = gaming_candidates(
+            {rid: pts for (q, rid), pts in series.items() if q == question},
+            min_steps=settings.gaming_min_steps,
+            min_rise=settings.gaming_min_rise,
+        )
+        candidates.extend(
+            GamingCandidateView(
+                rubric_id=c.rubric_id,
+                question_id=question,
+                steps=c.steps,
+                live_rise=c.live_rise,
+                reference_rise=c.reference_rise,
+            )
+            for c in found
+        )
+    return AuditSignals(
+        question_id=question_id,
+        steps=steps,
+        agreement_first=drift.first,
+        agreement_last=drift.last,
+        agreement_drop=drift.drop,
+        gaming_candidates=candidates,
+        addressing=addressing[-MAX_ADDRESSING_LISTED:],
+    )
+
+
+class AuditService:
+    def __init__(
+        self, *, repo: AuditRepository, settings: AuditSettings, queue: AuditQueue
+    ) -> None:
+        self.repo = repo
+        self.settings = settings
+        self.queue = queue
+
+    async def submit(self, submission: AuditSubmission, *, tenant: str) -> Submitted:
+        summary = await asyncio.to_thread(summarize, submission)
+        status, created = await asyncio.to_thread(
+            self.repo.submit,
+            tenant,
+            submission,
+            summary=summary,
+            default_fraction=self.settings.fraction,
+            default_retention_days=self.settings.retention_days,
+        )
+        if created:
+            AUDIT_GROUPS.labels(status).inc()
+            if status == "pending":
+                self.queue.submit(tenant, submission.scoring_id)
+        return Submitted(scoring_id=submission.scoring_id, status=status)
+
+    async def get(self, tenant: str, scoring_id: str) -> AuditView | None:
+        record = await asyncio.to_thread(self.repo.get, tenant, scoring_id)
+        return None if record is None else view(record)
+
+    async def latest(self, tenant: str, *, question_id: str | None, limit: int) -> AuditList:
+        records = await asyncio.to_thread(
+            lambda: self.repo.latest(tenant, question_id=question_id, limit=limit)
+        )
+        return AuditList(audits=[view(r) for r in records])
+
+    async def signals(self, tenant: str, *, question_id: str | None) -> AuditSignals:
+        records = await asyncio.to_thread(
+            lambda: self.repo.recent_steps(
+                tenant, question_id=question_id, steps=self.settings.signal_steps
+            )
+        )
+        return compute_signals(records, question_id=question_id, settings=self.settings)
+
+    async def replay(self, body: ReplayIn, *, tenant: str) -> ReplayJob:
+        job = await asyncio.to_thread(self.repo.create_replay, tenant, body.model_dump(mode="json"))
+        self.queue.replay(job.id)
+        return replay_view(job)
+
+    async def replay_job(self, tenant: str, job_id: str) -> ReplayJob | None:
+        job = await asyncio.to_thread(lambda: self.repo.get_replay(job_id, tenant=tenant))
+        return None if job is None else replay_view(job)
+
+    async def tenant_settings(self, tenant: str) -> AuditTenantSettings:
+        own = await asyncio.to_thread(self.repo.tenant_settings, tenant)
+        return AuditTenantSettings(fraction=own.fraction, retention_days=own.retention_days)
+
+    async def put_tenant_settings(
+        self, tenant: str, body: AuditTenantSettings
+    ) -> AuditTenantSettings:
+        await asyncio.to_thread(
+            self.repo.put_tenant_settings,
+            tenant,
+            TenantAuditSettings(fraction=body.fraction, retention_days=body.retention_days),
+        )
+        return body
+
+    async def delete(self, tenant: str, *, question_id: str | None) -> int:
+        return await asyncio.to_thread(lambda: self.repo.delete(tenant, question_id=question_id))
+
+    def publish_signals(self) -> None:
+        """Recompute every tenant's signals and set the gauges to the worst tenant's value
+        (blocking; call from a thread). Also drops the trajectories whose retention ran out."""
+        self.repo.expire()
+        lows: list[float] = []
+        drops: list[float] = []
+        correlations: list[float] = []
+        candidates = 0
+        flagged = 0
+        for tenant in self.repo.tenants():
+            records = self.repo.recent_steps(
+                tenant, question_id=None, steps=self.settings.signal_steps
+            )
+            signals = compute_signals(records, question_id=None, settings=self.settings)
+            audited = [s for s in signals.steps if s.agreement is not None]
+            if audited and audited[-1].agreement is not None:
+                lows.append(audited[-1].agreement)
+            if signals.agreement_drop is not None:
+                drops.append(signals.agreement_drop)
+            if signals.steps and signals.steps[-1].length_reward_correlation is not None:
+                correlations.append(signals.steps[-1].length_reward_correlation)
+            candidates += len(signals.gaming_candidates)
+            flagged += sum(s.addressing_rollouts for s in signals.steps)
+        AUDIT_AGREEMENT_LAST.set(min(lows) if lows else math.nan)
+        AUDIT_AGREEMENT_DROP.set(max(drops) if drops else math.nan)
+        AUDIT_LENGTH_CORRELATION.set(max(correlations) if correlations else math.nan)
+        AUDIT_GAMING_CANDIDATES.set(candidates)
+        AUDIT_ADDRESSING_ROLLOUTS.set(flagged)
+
+
+async def refresh_signals_forever(service: AuditService, *, interval_s: float = 30.0) -> None:
+    """Publish the signal gauges every `interval_s` until cancelled; errors are logged."""
+    failing = False
+    while True:
+        try:
+            await asyncio.to_thread(service.publish_signals)
+            failing = False
+        except SQLAlchemyError as exc:
+            if not failing:
+                log.warning("audit.signals_failed error=%s: %s", type(exc).__name__, exc)
+            failing = True
+        await asyncio.sleep(interval_s)

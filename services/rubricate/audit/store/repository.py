@@ -1,0 +1,69 @@
+"""The rubric history of the judge rubric buffers (blocking; call from a thread). The buffer
+keeps pruned rubrics with when and at which step they were pruned (`rubrics.pruned_at`), so
+every rubric that was ever in a buffer is there to read."""
+
+from collections.abc import Iterator
+
+from sqlalchemy import Engine, select
+
+from rubricate.db.base import as_utc
+from rubricate.db.engine import unit_of_work
+from rubricate.stagewise.store.models import QuestionRow, RubricRow
+from rubricate_client.schemas.audit import RubricHistoryEntry
+
+EXPORT_BATCH = 1000
+
+
+def _entry(row: RubricRow) -> RubricHistoryEntry:
+    return RubricHistoryEntry(
+        question_id=row.question_id,
+        id=row.id,
+        stage=row.stage,
+        title=row.title,
+        description=row.description,
+        weight=row.weight,
+        polarity=row.polarity,
+        origin=row.origin,
+        added_step=row.created_step,
+        added_at=as_utc(row.created_at),
+        pruned_step=row.pruned_step,
+        pruned_at=None if row.pruned_at is None else as_utc(row.pruned_at),
+        variance=row.variance,
+    )
+
+
+def question_history(
+    engine: Engine, tenant: str, question_id: str
+) -> list[RubricHistoryEntry] | None:
+    """Every rubric of one question's buffer, in the order they entered it; None when the
+    tenant has no buffer for the question."""
+    with unit_of_work(engine, write=False) as session:
+        if session.get(QuestionRow, (tenant, question_id)) is None:
+            return None
+        rows = session.scalars(
+            select(RubricRow)
+            .where(RubricRow.tenant == tenant, RubricRow.question_id == question_id)
+            .order_by(RubricRow.seq)
+        )
+        return [_entry(r) for r in rows]
+
+
+def tenant_history(engine: Engine, tenant: str) -> Iterator[list[RubricHistoryEntry]]:
+    """Every rubric of every buffer of the tenant, question by question, in batches."""
+    after: tuple[str, int] | None = None
+    while True:
+        query = select(RubricRow).where(RubricRow.tenant == tenant)
+        if after is not None:
+            query = query.where(
+                (RubricRow.question_id > after[0])
+                | ((RubricRow.question_id == after[0]) & (RubricRow.seq > after[1]))
+            )
+        query = query.order_by(RubricRow.question_id, RubricRow.seq).limit(EXPORT_BATCH)
+        with unit_of_work(engine, write=False) as session:
+            rows = list(session.scalars(query))
+            entries = [_entry(r) for r in rows]
+        if entries:
+            yield entries
+        if len(rows) < EXPORT_BATCH:
+            return
+        after = (rows[-1].question_id, rows[-1].seq)

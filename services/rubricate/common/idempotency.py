@@ -1,0 +1,530 @@
+"""`Idempotency-Key` on the gateway's POST routes: a retried request gets the first result.
+
+The first request with a key runs; its response (2xx, or a 4xx other than 409/429) is kept
+for `ttl_s` under (tenant, path, key) with a fingerprint of the body. A retry with the same
+body replays it, so buffer and bank updates are applied once; a retry with another body is a
+422 (`idempotency_key_reused`). The fingerprint of a JSON body is taken over its canonical
+form (sorted keys, no whitespace), so the same JSON re-serialised is the same body.
+
+While the first request runs its key is *pending* under a short lease (`lease_s`, 30 s by
+default) that the owner renews every `lease_s / 3`: a retry that arrives meanwhile waits for
+the result (a trainer's timeout retry must not start a second scoring) up to `wait_s`, then
+gets a 409. When the owner dies (a gateway crash, a lost Redis write) the lease lapses within
+`lease_s` and a waiting or later retry takes the key over and runs. A 5xx, 409 or 429 is not
+kept: the key is released and the next retry runs anew.
+
+Keys live in Redis when the gateway has one (shared by replicas), else in process memory.
+Every store call is guarded: an unreachable store before the request runs is a 503
+`idempotency_unavailable` with Retry-After (exactly-once cannot be promised); a failure after
+the response was sent (keeping or releasing the result) is logged and counted in
+`rubricate_idempotency_store_errors_total` and never reaches the connection - the lease then
+frees the key.
+"""
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+import redis.asyncio as aioredis
+from fastapi import Request
+from prometheus_client import Counter
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rubricate.common.auth import scope_tenant
+from rubricate.common.errors import error_json
+from rubricate.common.metrics import IDEMPOTENT_REPLAYS
+
+log = logging.getLogger("rubricate.common.idempotency")
+
+HEADER: Final = b"idempotency-key"
+MAX_KEY_CHARS: Final = 255
+DEFAULT_LEASE_S: Final = 30.0
+_PENDING: Final = "pending"
+_REPLAY_HEADER: Final = (b"idempotent-replayed", b"true")
+_KEPT_HEADERS: Final = frozenset({b"content-type", b"retry-after"})
+
+IDEMPOTENCY_STORE_ERRORS = Counter(
+    "rubricate_idempotency_store_errors_total",
+    "Idempotency-Key store calls that failed (Redis unreachable), by operation "
+    "(claim | get | renew | put | release).",
+    ["op"],
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Stored:
+    fingerprint: str
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {
+                "fingerprint": self.fingerprint,
+                "status": self.status,
+                "headers": self.headers,
+                "body": self.body.decode("utf-8", "replace"),
+            }
+        )
+
+    @classmethod
+    def loads(cls, raw: str) -> "Stored":
+        data = json.loads(raw)
+        return cls(
+            fingerprint=data["fingerprint"],
+            status=int(data["status"]),
+            headers=[(str(k), str(v)) for k, v in data["headers"]],
+            body=str(data["body"]).encode(),
+        )
+
+
+def pending_marker(fingerprint: str, owner: str) -> str:
+    return f"{_PENDING}:{fingerprint}|{owner}"
+
+
+def parse_pending(value: str) -> tuple[str, str] | None:
+    """(fingerprint, owner) of a pending marker (owner "" for the older `pending:<fp>`)."""
+    if not value.startswith(_PENDING + ":"):
+        return None
+    fingerprint, _, owner = value[len(_PENDING) + 1 :].partition("|")
+    return fingerprint, owner
+
+
+class IdempotencyStore(ABC):
+    @abstractmethod
+    async def claim(self, key: str, marker: str, *, lease_s: float) -> str | None:
+        """Set `key` to the pending `marker` for `lease_s` unless it exists. None when
+        claimed; else the existing entry (a pending marker or a stored response)."""
+
+    @abstractmethod
+    async def renew(self, key: str, marker: str, *, lease_s: float) -> bool:
+        """Extend the lease of `key` if it still holds `marker`; False when it does not."""
+
+    @abstractmethod
+    async def get(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    async def put(self, key: str, value: Stored, *, ttl_s: int) -> None: ...
+
+    @abstractmethod
+    async def release(self, key: str, marker: str) -> None:
+        """Delete `key` if it still holds `marker` (never someone else's claim or result)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class MemoryIdempotencyStore(IdempotencyStore):
+    """One process only: the embedded mode and a single gateway replica."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, tuple[float, str]] = {}
+
+    def _live(self, key: str) -> str | None:
+        entry = self._data.get(key)
+        if entry is None:
+            return None
+        if entry[0] < time.monotonic():
+            del self._data[key]
+            return None
+        return entry[1]
+
+    async def claim(self, key: str, marker: str, *, lease_s: float) -> str | None:
+        existing = self._live(key)
+        if existing is not None:
+            return existing
+        self._data[key] = (time.monotonic() + lease_s, marker)
+        return None
+
+    async def renew(self, key: str, marker: str, *, lease_s: float) -> bool:
+        if self._live(key) != marker:
+            return False
+        self._data[key] = (time.monotonic() + lease_s, marker)
+        return True
+
+    async def get(self, key: str) -> str | None:
+        return self._live(key)
+
+    async def put(self, key: str, value: Stored, *, ttl_s: int) -> None:
+        self._data[key] = (time.monotonic() + ttl_s, value.dumps())
+
+    async def release(self, key: str, marker: str) -> None:
+        if self._live(key) == marker:
+            self._data.pop(key, None)
+
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class RedisIdempotencyStore(IdempotencyStore):
+    """Shared by every gateway replica; SET NX makes the claim atomic, compare-and-set
+    scripts keep a renewal or release from touching another owner's entry."""
+
+    def __init__(
+        self, url: str, *, prefix: str = "rubricate:idem:", timeout_s: float = 5.0
+    ) -> None:
+        self._redis: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+        )
+        self._prefix = prefix
+        self._renew = self._redis.register_script(_RENEW)
+        self._release = self._redis.register_script(_RELEASE)
+
+    async def claim(self, key: str, marker: str, *, lease_s: float) -> str | None:
+        k = self._prefix + key
+        for _ in range(3):  # the entry can expire between SET NX and GET
+            if await self._redis.set(k, marker, nx=True, px=_ms(lease_s)):
+                return None
+            existing = _text(await self._redis.get(k))
+            if existing is not None:
+                return existing
+        raise ConnectionError("the Idempotency-Key entry kept vanishing")
+
+    async def renew(self, key: str, marker: str, *, lease_s: float) -> bool:
+        return bool(await self._renew(keys=[self._prefix + key], args=[marker, _ms(lease_s)]))
+
+    async def get(self, key: str) -> str | None:
+        return _text(await self._redis.get(self._prefix + key))
+
+    async def put(self, key: str, value: Stored, *, ttl_s: int) -> None:
+        await self._redis.set(self._prefix + key, value.dumps(), ex=ttl_s)
+
+    async def release(self, key: str, marker: str) -> None:
+        await self._release(keys=[self._prefix + key], args=[marker])
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+
+class StoreUnavailableError(Exception):
+    pass
+
+
+async def _guarded(op: str, call: Awaitable[T]) -> T:
+    """A store call with any failure turned into StoreUnavailableError (and counted)."""
+    try:
+        return await call
+    except Exception as exc:
+        IDEMPOTENCY_STORE_ERRORS.labels(op).inc()
+        raise StoreUnavailableError(f"{op}: {type(exc).__name__}: {exc}") from exc
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _keep(status: int) -> bool:
+    return status < 500 and status not in (409, 429)
+
+
+def fingerprints(body: bytes, content_type: bytes | None) -> tuple[str, frozenset[str]]:
+    """(the fingerprint to store, every fingerprint that counts as the same body).
+
+    A JSON body's fingerprint is the SHA-256 of its canonical form (sorted keys, no
+    whitespace); the raw body's hash also matches, for results kept before canonical
+    fingerprints (and for bodies that are not JSON)."""
+    raw = hashlib.sha256(body).hexdigest()
+    if content_type is not None and not _is_json(content_type):
+        return raw, frozenset({raw})
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return raw, frozenset({raw})
+    canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    digest = "json:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return digest, frozenset({digest, raw})
+
+
+def _is_json(content_type: bytes) -> bool:
+    mime = content_type.split(b";", 1)[0].strip().lower()
+    return mime == b"application/json" or mime.endswith(b"+json")
+
+
+class IdempotencyMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        store: IdempotencyStore,
+        ttl_s: int = 24 * 3600,
+        wait_s: float = 900.0,
+        poll_s: float = 0.1,
+        lease_s: float = DEFAULT_LEASE_S,
+        retry_after_s: int = 2,
+    ) -> None:
+        if ttl_s <= 0 or wait_s < 0 or lease_s <= 0:
+            raise ValueError("ttl_s and lease_s must be positive and wait_s non-negative")
+        self.app = app
+        self.store = store
+        self.ttl_s = ttl_s
+        self.wait_s = wait_s
+        self.poll_s = poll_s
+        self.lease_s = lease_s
+        self.retry_after_s = retry_after_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        raw_key = headers.get(HEADER)
+        if raw_key is None:
+            await self.app(scope, receive, send)
+            return
+        idem = raw_key.decode("latin-1").strip()
+        if not idem or len(idem) > MAX_KEY_CHARS:
+            await self._error(
+                scope,
+                receive,
+                send,
+                422,
+                "invalid_idempotency_key",
+                f"Idempotency-Key must be 1..{MAX_KEY_CHARS} characters",
+            )
+            return
+
+        body = await _read_body(receive)
+        fingerprint, same = fingerprints(body, headers.get(b"content-type"))
+        tenant = scope_tenant(scope)
+        key = hashlib.sha256(f"{tenant}\0{scope['path']}\0{idem}".encode()).hexdigest()
+
+        try:
+            await self._dedupe(scope, receive, send, key, fingerprint, same, body)
+        except StoreUnavailableError as exc:
+            log.warning("idempotency.unavailable error=%s", exc)
+            await self._error(
+                scope,
+                receive,
+                send,
+                503,
+                "idempotency_unavailable",
+                "the Idempotency-Key store is unreachable, so exactly-once cannot be promised; "
+                "retry later (or send the request without the header)",
+                retry_after=self.retry_after_s,
+            )
+
+    async def _dedupe(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        key: str,
+        fingerprint: str,
+        same: frozenset[str],
+        body: bytes,
+    ) -> None:
+        marker = pending_marker(fingerprint, uuid.uuid4().hex)
+        existing = await _guarded("claim", self.store.claim(key, marker, lease_s=self.lease_s))
+        deadline = time.monotonic() + self.wait_s
+        while existing is not None:
+            pending = parse_pending(existing)
+            if pending is not None:
+                if pending[0] not in same:
+                    await self._reused(scope, receive, send)
+                    return
+                if time.monotonic() >= deadline:
+                    await self._error(
+                        scope,
+                        receive,
+                        send,
+                        409,
+                        "idempotency_in_progress",
+                        "a request with this Idempotency-Key is still running; retry later",
+                        retry_after=5,
+                    )
+                    return
+                await asyncio.sleep(self.poll_s)
+                existing = await _guarded("get", self.store.get(key))
+                if existing is None:  # released after a failure, or the owner's lease lapsed
+                    existing = await _guarded(
+                        "claim", self.store.claim(key, marker, lease_s=self.lease_s)
+                    )
+                continue
+            try:
+                stored = Stored.loads(existing)
+            except (ValueError, KeyError, TypeError):
+                log.warning("idempotency.corrupt_entry key=%s", key[:12])
+                await _guarded("release", self.store.release(key, existing))
+                existing = await _guarded(
+                    "claim", self.store.claim(key, marker, lease_s=self.lease_s)
+                )
+                continue
+            if stored.fingerprint not in same:
+                await self._reused(scope, receive, send)
+                return
+            IDEMPOTENT_REPLAYS.inc()
+            await _replay(stored, send)
+            return
+
+        await self._run_first(scope, receive, send, key, marker, fingerprint, body)
+
+    async def _heartbeat(self, key: str, marker: str) -> None:
+        """Renew the owner's lease while the request runs; a lost lease is only logged (the
+        result is still kept when the request ends)."""
+        interval = self.lease_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if not await self.store.renew(key, marker, lease_s=self.lease_s):
+                    log.warning("idempotency.lease_lost key=%s", key[:12])
+                    return
+            except Exception as exc:
+                IDEMPOTENCY_STORE_ERRORS.labels("renew").inc()
+                log.warning("idempotency.renew_failed key=%s error=%s", key[:12], _short(exc))
+
+    async def _run_first(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        key: str,
+        marker: str,
+        fingerprint: str,
+        body: bytes,
+    ) -> None:
+        sent_body = False
+        status = 500
+        kept: list[tuple[str, str]] = []
+        chunks: list[bytes] = []
+
+        async def replay_receive() -> Message:
+            nonlocal sent_body
+            if not sent_body:
+                sent_body = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: disconnects
+
+        async def capture(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                kept.extend(
+                    (k.decode("latin-1"), v.decode("latin-1"))
+                    for k, v in message.get("headers", [])
+                    if k.lower() in _KEPT_HEADERS
+                )
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+            await send(message)
+
+        heartbeat = asyncio.create_task(self._heartbeat(key, marker))
+        try:
+            await self.app(scope, replay_receive, capture)
+        except BaseException:
+            await _stop(heartbeat)
+            await self._settle("release", self.store.release(key, marker), key)
+            raise
+        await _stop(heartbeat)
+        if _keep(status):
+            stored = Stored(
+                fingerprint=fingerprint, status=status, headers=kept, body=b"".join(chunks)
+            )
+            if not await self._settle("put", self.store.put(key, stored, ttl_s=self.ttl_s), key):
+                # not kept: a retry must not wait on a pending key that nobody renews
+                await self._settle("release", self.store.release(key, marker), key)
+        else:
+            await self._settle("release", self.store.release(key, marker), key)
+
+    async def _settle(self, op: str, call: Awaitable[None], key: str) -> bool:
+        """A store write after the response went out: a failure is logged and counted, never
+        raised (the client has its answer; the lease frees the key)."""
+        try:
+            await call
+            return True
+        except Exception as exc:
+            IDEMPOTENCY_STORE_ERRORS.labels(op).inc()
+            log.warning(
+                "idempotency.%s_failed key=%s error=%s: the result is not kept for replay; "
+                "the key frees when its lease lapses",
+                op,
+                key[:12],
+                _short(exc),
+            )
+            return False
+
+    async def _reused(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._error(
+            scope,
+            receive,
+            send,
+            422,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request body",
+        )
+
+    async def _error(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        status: int,
+        type: str,
+        message: str,
+        retry_after: int | None = None,
+    ) -> None:
+        headers = {"Retry-After": str(retry_after)} if retry_after else None
+        request = Request(scope, receive)
+        response = error_json(
+            request, status, type=type, message=message, field="Idempotency-Key", headers=headers
+        )
+        await response(scope, receive, send)
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:200]
+
+
+async def _stop(task: "asyncio.Task[None]") -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+
+
+async def _read_body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(parts)
+
+
+async def _replay(stored: Stored, send: Send) -> None:
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in stored.headers]
+    headers = [h for h in headers if h[0] != b"content-length"]
+    headers.append((b"content-length", str(len(stored.body)).encode()))
+    headers.append(_REPLAY_HEADER)
+    await send({"type": "http.response.start", "status": stored.status, "headers": headers})
+    await send({"type": "http.response.body", "body": stored.body})

@@ -1,0 +1,531 @@
+"""The one HTTP client for service-to-service calls: retries with jitter, deadlines, wait-time
+and LLM-usage accounting, and one mapping of upstream failures to the caller's error.
+
+Every internal call goes through `ServiceClient`: the gateway to the model servers, the store
+and the miner (JSON and streamed bodies), and the miner's workers to the model servers.
+
+Deadlines travel with a request. A caller may send `X-Rubricate-Deadline` (or the standard
+`Request-Timeout`): the seconds it will wait. `DeadlineMiddleware` turns that into a
+request-scoped deadline (`current_deadline()`), answers 504 `deadline_exceeded` in the one
+error shape when it passes, and every `ServiceClient` call made while serving the request
+bounds its timeout by the time left and forwards that time left in `X-Rubricate-Deadline`,
+so the model server drops the work the caller no longer waits for.
+"""
+
+import asyncio
+import contextvars
+import logging
+import math
+import random
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rubricate.common.auth import internal_headers
+from rubricate.common.errors import ServiceError, error_json
+from rubricate.common.logging import forward_headers
+from rubricate.common.metrics import UPSTREAM_ERRORS
+from rubricate.common.usage import Usage
+from rubricate_client.schemas.common import UsageOut
+
+T = TypeVar("T", bound=BaseModel)
+
+log = logging.getLogger("rubricate.upstream")
+
+RETRY_STATUSES = frozenset({503, 504})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods re-sent after a timeout; any other call that timed out after it was sent is not
+re-sent (the upstream may still be working on it, e.g. a model-server task)."""
+"""Statuses retried by default: the upstream is briefly unavailable, the call can be re-sent."""
+MAX_BACKOFF_S = 8.0
+BASE_BACKOFF_S = 0.25
+
+DEADLINE_HEADER: Final = "X-Rubricate-Deadline"
+"""Seconds the caller will still wait for the answer (a positive number): sent by a trainer
+to the gateway, and by every `ServiceClient` call with the time left of the request served."""
+TIMEOUT_HEADER: Final = "Request-Timeout"
+"""Accepted as a synonym of `DEADLINE_HEADER` (seconds)."""
+MAX_DEADLINE_S: Final = 24 * 3600.0
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "rubricate_deadline", default=None
+)
+
+
+def current_deadline() -> float | None:
+    """The `time.monotonic()` value by which the request being served must be answered."""
+    return _DEADLINE.get()
+
+
+def time_left() -> float | None:
+    """Seconds left before the current request's deadline (<= 0 once passed), or None."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+@contextmanager
+def deadline_scope(seconds: float | None, *, replace: bool = False) -> Iterator[None]:
+    """Run the block under a deadline `seconds` from now (None: no deadline of its own),
+    never later than a deadline already in force, unless `replace` (work that outlives the
+    request that started it, such as a group scored for several requests, sets its own or
+    none: tasks copy the deadline of the request that creates them)."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    outer = None if replace else _DEADLINE.get()
+    if outer is not None and (deadline is None or outer < deadline):
+        deadline = outer
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def parse_deadline_header(value: str) -> float:
+    """Seconds from a deadline header; ValueError unless a positive finite number."""
+    seconds = float(value.strip())
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError("must be a positive number of seconds")
+    return min(seconds, MAX_DEADLINE_S)
+
+
+class DeadlineMiddleware:
+    """A request's deadline from `X-Rubricate-Deadline` (or `Request-Timeout`) seconds.
+
+    The deadline is in force while the request is served (`current_deadline()`); if it passes
+    before the response starts, the work is cancelled and the answer is 504
+    `deadline_exceeded` in the one error shape: a request the caller gave up on is dropped,
+    never answered with a made-up score. A malformed header is a 400 naming it. Without the
+    header nothing changes. Plain ASGI, like the other middleware on the hot path.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        raw, name = headers.get(DEADLINE_HEADER.lower().encode()), DEADLINE_HEADER
+        if raw is None:
+            raw, name = headers.get(TIMEOUT_HEADER.lower().encode()), TIMEOUT_HEADER
+        if raw is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            seconds = parse_deadline_header(raw.decode("latin-1"))
+        except ValueError as exc:
+            response = error_json(
+                Request(scope, receive),
+                400,
+                type="invalid_header",
+                message=f"{name}: {exc}",
+                field=name,
+            )
+            await response(scope, receive, send)
+            return
+        started = False
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        with deadline_scope(seconds):
+            try:
+                async with asyncio.timeout(seconds):
+                    await self.app(scope, receive, tracked_send)
+            except TimeoutError:
+                if started:
+                    raise
+                log.warning("request.deadline_exceeded path=%s seconds=%g", scope["path"], seconds)
+                response = error_json(
+                    Request(scope, receive),
+                    504,
+                    type="deadline_exceeded",
+                    message=f"the request's deadline ({name}: {seconds:g} s) passed before "
+                    "it was answered; its work was dropped",
+                )
+                await response(scope, receive, send)
+
+
+class UpstreamError(Exception):
+    """An upstream service failed; carries its status, error type, field and LLM usage."""
+
+    def __init__(
+        self,
+        *,
+        service: str,
+        status: int | None,
+        type: str,
+        message: str,
+        usage: UsageOut | None = None,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(f"{service}: {message}")
+        self.service = service
+        self.status = status
+        self.type = type
+        self.message = message
+        self.usage = usage
+        self.field = field
+
+
+def upstream_failure(exc: UpstreamError) -> ServiceError:
+    """The caller's error for a failed upstream call: the upstream's own 4xx passes through
+    (the request was bad), a passed deadline is 504 `deadline_exceeded`, anything else is
+    502/503 with Retry-After and the usage spent."""
+    if exc.type == "deadline_exceeded":
+        return ServiceError(504, exc.message, type=exc.type, usage=exc.usage)
+    if exc.status is not None and 400 <= exc.status < 500 and exc.status != 429:
+        return ServiceError(
+            exc.status, exc.message, type=exc.type, field=exc.field, usage=exc.usage
+        )
+    what = "unreachable" if exc.status is None else "failed"
+    return ServiceError(
+        503 if exc.status in (None, 503) else 502,
+        f"{exc.service} {what}: {exc.message}",
+        type=exc.type,
+        usage=exc.usage,
+        headers={"Retry-After": "5"},
+    )
+
+
+class WaitClock:
+    """Union of the wall-clock intervals a request spent waiting on upstream services."""
+
+    def __init__(self) -> None:
+        self._intervals: list[tuple[float, float]] = []
+
+    def add(self, start: float, end: float) -> None:
+        self._intervals.append((start, end))
+
+    def total(self) -> float:
+        total = 0.0
+        cur_start = cur_end = None
+        for start, end in sorted(self._intervals):
+            if cur_end is None or start > cur_end:
+                if cur_end is not None and cur_start is not None:
+                    total += cur_end - cur_start
+                cur_start, cur_end = start, end
+            else:
+                cur_end = max(cur_end, end)
+        if cur_end is not None and cur_start is not None:
+            total += cur_end - cur_start
+        return total
+
+
+def is_timeout(exc: httpx.TransportError) -> bool:
+    """A timeout once the request may have reached the upstream (not a connect timeout)."""
+    return isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout)
+
+
+def backoff_s(attempt: int) -> float:
+    """Exponential backoff with jitter (half to full of the step), capped."""
+    step: float = BASE_BACKOFF_S * 2.0**attempt
+    return min(MAX_BACKOFF_S, step) * (0.5 + random.random() / 2)
+
+
+class ServiceClient:
+    """One upstream service: a pooled httpx client with the platform's retry policy.
+
+    Transport failures and `retry_statuses` are retried up to `retries` times with jittered
+    exponential backoff (per call, `retry=False` turns that off, e.g. for a POST that must
+    not run twice). A POST that timed out after it was sent is never re-sent: the upstream
+    may still be running it (a model-server task would run twice). A `deadline`
+    (time.monotonic() value; by default the deadline of the request being served,
+    `current_deadline()`) bounds every attempt's timeout, is forwarded as the time left in
+    `X-Rubricate-Deadline`, and stops retries once it has passed; a call it cuts short fails
+    with type `deadline_exceeded`. `concurrency` caps the calls in flight (a number, or a
+    semaphore shared with other clients).
+    """
+
+    def __init__(
+        self,
+        *,
+        service: str,
+        base_url: str,
+        timeout_s: float,
+        retries: int,
+        retry_statuses: frozenset[int] = RETRY_STATUSES,
+        concurrency: int | asyncio.Semaphore | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.service = service
+        self.retries = retries
+        self.timeout_s = timeout_s
+        self.retry_statuses = retry_statuses
+        self._sem = (
+            concurrency
+            if isinstance(concurrency, asyncio.Semaphore)
+            else asyncio.Semaphore(concurrency)
+            if concurrency
+            else None
+        )
+        self._client = httpx.AsyncClient(
+            base_url=base_url,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            transport=transport,
+            headers=internal_headers(),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def problem(self) -> str | None:
+        """None when the service answers /healthz, else what is wrong."""
+        try:
+            response = await self._client.get("/healthz", timeout=2.0)
+        except httpx.HTTPError as exc:
+            return f"{self.service}: {type(exc).__name__}"
+        return (
+            None if response.status_code == 200 else f"{self.service}: HTTP {response.status_code}"
+        )
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        content: bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        clock: WaitClock | None = None,
+        retry: bool = True,
+        stream: bool = False,
+        deadline: float | None = None,
+        usage: Usage | None = None,
+    ) -> httpx.Response:
+        """Send with retries; a response below 400 is returned (streamed: unread, the caller
+        closes it), anything else raises `UpstreamError` with the upstream's error body.
+        The LLM usage an error body reports is added to `usage` for every failed attempt,
+        retried ones included (a failed model call was still paid for)."""
+        attempt = 0
+        sent_headers = forward_headers(headers)  # + X-Request-ID of the request being served
+        if deadline is None:
+            deadline = current_deadline()
+        while True:
+            timeout = self._attempt_timeout(deadline)
+            if deadline is not None:
+                sent_headers[DEADLINE_HEADER] = f"{deadline - time.monotonic():.3f}"
+            started = time.perf_counter()
+            error: UpstreamError
+            try:
+                request = self._client.build_request(
+                    method,
+                    path,
+                    json=json,
+                    content=content,
+                    params=params,
+                    headers=sent_headers,
+                    timeout=timeout,
+                )
+                if self._sem is None:
+                    response = await self._client.send(request, stream=stream)
+                else:
+                    async with self._sem:
+                        response = await self._client.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                if clock is not None:
+                    clock.add(started, time.perf_counter())
+                UPSTREAM_ERRORS.labels(self.service, "unreachable").inc()
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise UpstreamError(
+                        service=self.service,
+                        status=None,
+                        type="deadline_exceeded",
+                        message=f"the request's deadline passed during the call ({exc!r})",
+                    ) from exc
+                error = UpstreamError(
+                    service=self.service,
+                    status=None,
+                    type="upstream_timeout" if is_timeout(exc) else "upstream_unreachable",
+                    message=f"{type(exc).__name__}: {exc}",
+                )
+                if is_timeout(exc) and method.upper() not in SAFE_METHODS:
+                    # the upstream may still be doing the work: re-sending would do it twice
+                    raise error from exc
+            else:
+                if clock is not None:
+                    clock.add(started, time.perf_counter())
+                if response.status_code < 400:
+                    return response
+                if stream:
+                    await response.aread()
+                    await response.aclose()
+                error = error_from(self.service, response)
+                if usage is not None and error.usage is not None:
+                    usage.merge(error.usage)
+                if response.status_code >= 500:  # 4xx answers are for the caller to read
+                    UPSTREAM_ERRORS.labels(self.service, "status_5xx").inc()
+                if response.status_code not in self.retry_statuses:
+                    raise error
+            if not retry or attempt >= self.retries:
+                raise error
+            attempt += 1
+            delay = backoff_s(attempt)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise error
+            log.warning(
+                "upstream.retry service=%s path=%s attempt=%d error=%s",
+                self.service,
+                path,
+                attempt,
+                error,
+            )
+            await asyncio.sleep(delay)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        response_model: type[T],
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        clock: WaitClock | None = None,
+        retry: bool = True,
+        deadline: float | None = None,
+        usage: Usage | None = None,
+    ) -> T:
+        """A JSON call whose answer is validated as `response_model`; with `usage`, the LLM
+        usage the answer (or a failed attempt's error) reports is added to it."""
+        response = await self.send(
+            method,
+            path,
+            json=json,
+            params=params,
+            headers=headers,
+            clock=clock,
+            retry=retry,
+            deadline=deadline,
+            usage=usage,
+        )
+        try:
+            out = response_model.model_validate_json(response.content)
+        except ValidationError as exc:
+            UPSTREAM_ERRORS.labels(self.service, "invalid_response").inc()
+            raise UpstreamError(
+                service=self.service,
+                status=response.status_code,
+                type="upstream_invalid_response",
+                message=str(exc),
+            ) from exc
+        reported = getattr(out, "usage", None)
+        if usage is not None and isinstance(reported, UsageOut):
+            usage.merge(reported)
+        return out
+
+    async def task(
+        self,
+        path: str,
+        body: BaseModel,
+        *,
+        response_model: type[T],
+        usage: Usage,
+        clock: WaitClock | None = None,
+        deadline: float | None = None,
+    ) -> T:
+        """A model-server task (POST); its LLM usage is added to `usage` whether it works or
+        not (a failed call was still paid for)."""
+        return await self.request(
+            "POST",
+            path,
+            json=body.model_dump(mode="json"),
+            response_model=response_model,
+            clock=clock,
+            deadline=deadline,
+            usage=usage,
+        )
+
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: dict[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[bytes]:
+        """A raw body, chunk by chunk. The status is checked before this returns: an
+        `UpstreamError` is raised before the first chunk when the upstream refuses."""
+        response = await self.send(method, path, headers=headers, params=params, stream=True)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in response.aiter_bytes():
+                    yield chunk
+            finally:
+                await response.aclose()
+
+        return chunks()
+
+    def _attempt_timeout(self, deadline: float | None) -> httpx.Timeout:
+        total = self.timeout_s
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise UpstreamError(
+                    service=self.service,
+                    status=None,
+                    type="deadline_exceeded",
+                    message="the request's deadline passed before the call",
+                )
+            total = min(total, left)
+        return httpx.Timeout(total, connect=min(total, 10.0))
+
+
+@dataclass
+class Upstreams:
+    """The gateway's clients, one per upstream service (the miner's is optional)."""
+
+    generator: ServiceClient
+    verifier: ServiceClient
+    store: ServiceClient
+    miner: ServiceClient | None = None
+
+    def all(self) -> list[ServiceClient]:
+        return [self.generator, self.verifier, self.store] + (
+            [self.miner] if self.miner is not None else []
+        )
+
+    async def aclose(self) -> None:
+        for client in self.all():
+            await client.aclose()
+
+
+def error_from(service: str, response: httpx.Response) -> UpstreamError:
+    """An upstream's error response, read in the one error shape where it has it."""
+    try:
+        body = response.json()["error"]
+        usage = UsageOut.model_validate(body["usage"]) if body.get("usage") else None
+        field_ = body.get("field")
+        return UpstreamError(
+            service=service,
+            status=response.status_code,
+            type=str(body.get("type") or "upstream_error"),
+            message=str(body.get("message", response.text[:500])),
+            usage=usage,
+            field=str(field_) if field_ is not None else None,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
+        return UpstreamError(
+            service=service,
+            status=response.status_code,
+            type="upstream_error",
+            message=response.text[:500],
+        )

@@ -1,0 +1,178 @@
+"""What the two model servers (rubric-generator, verifier) share: backend lifecycle,
+readiness, request deadlines, and the mapping of LLM-layer failures onto the one error shape.
+
+At start-up a backend that claims choice scoring is asked once whether it really can
+(`LLMBackend.choice_scoring_problem`: an OpenAI-compatible server must return
+log-probabilities). If not, one line says so and the choice-scoring designs are off for
+that backend (an explicit `choices` stops the server).
+Requests carry their caller's deadline (`X-Rubricate-Deadline`, `common.upstream`): every
+judge call gets the time left, and a request whose deadline passes is answered 504
+`deadline_exceeded`, its remaining calls dropped.
+"""
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Literal
+
+from fastapi import APIRouter, FastAPI
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from starlette.middleware import Middleware
+
+from rubricate.common.app import create_service_app
+from rubricate.common.errors import ServiceError
+from rubricate.common.upstream import DeadlineMiddleware
+from rubricate.common.usage import usage_out
+from rubricate.llm.base import LLMBackend
+from rubricate.llm.circuit import CircuitOpenError
+from rubricate.llm.errors import (
+    BackendRequestError,
+    DeadlineExceeded,
+    LLMError,
+    OutputParseError,
+    TransportError,
+)
+from rubricate.llm.factory import build_backend
+from rubricate.llm.settings import LLMSettings
+
+log = logging.getLogger("rubricate.llm.server")
+
+
+class TaskSettings(BaseSettings):
+    """Prompt budgets and decoding for judge tasks (env prefix RUBRICATE_TASK_)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUBRICATE_TASK_", extra="ignore")
+
+    max_chars_per_stage: int = Field(default=6000, ge=200)
+    """Each stage's text is clipped (head and tail kept) to this many characters."""
+    generation_max_tokens: int = Field(default=1200, ge=64)
+    scoring_max_tokens: int = Field(default=1500, ge=64)
+    generation_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    scoring_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    scoring_design: Literal["auto", "generate", "choices"] = "auto"
+    """How the verifier scores stagewise rubrics. `generate`: one JSON score sheet per
+    trajectory (0/1/2 and a justification per rubric). `choices`: per rubric, p(yes) from
+    one forward pass, scored as the expected score 2·p(yes). `auto`: `choices` on the
+    embedded backend, `generate` on served ones, by measurement (docs/llm.md, "Choosing the
+    scoring design"); `choices` on a served backend needs one returning log-probabilities."""
+
+
+def backend_lifespan(
+    *, factory: Callable[[], LLMBackend], injected: LLMBackend | None
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Build the backend at start-up (unless one was injected) and close what we built."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        backend = injected if injected is not None else factory()
+        app.state.backend = backend
+        try:
+            await check_choice_scoring(backend)
+            yield
+        finally:
+            if injected is None:
+                await backend.aclose()
+
+    return lifespan
+
+
+async def check_choice_scoring(backend: LLMBackend) -> None:
+    """Ask a backend that claims choice scoring whether it can; if not, log why in one line
+    and withdraw the claim, so the tasks' `auto` designs fall back to `generate`."""
+    if not backend.supports_choice_scoring:
+        return
+    problem = await backend.choice_scoring_problem()
+    if problem is not None:
+        log.error(
+            "llm.no_choice_scoring backend=%s: %s; the choices designs are off "
+            "(scoring uses generate)",
+            backend.name,
+            problem,
+        )
+        backend.supports_choice_scoring = False
+
+
+async def backend_ready(app: FastAPI) -> tuple[bool, str]:
+    backend: LLMBackend | None = getattr(app.state, "backend", None)
+    if backend is None:
+        return False, "backend not started"
+    ok = await backend.ready()
+    return ok, "ok" if ok else f"{backend.name} backend not ready"
+
+
+def as_service_error(exc: LLMError, *, task: str) -> ServiceError:
+    usage = usage_out(exc.usage)
+    if isinstance(exc, DeadlineExceeded):
+        return ServiceError(
+            504,
+            f"{task}: {exc}; the request's work was dropped",
+            type="deadline_exceeded",
+            usage=usage,
+        )
+    if isinstance(exc, OutputParseError):
+        return ServiceError(
+            502,
+            f"{task}: the model's output was invalid after a repair retry: {exc}",
+            type="judge_output_invalid",
+            usage=usage,
+        )
+    if isinstance(exc, TransportError):
+        wait = exc.retry_after_s if isinstance(exc, CircuitOpenError) else 5.0
+        return ServiceError(
+            503,
+            f"{task}: the model backend is unavailable after retries: {exc}",
+            type="backend_unavailable",
+            usage=usage,
+            headers={"Retry-After": str(max(1, round(wait)))},
+        )
+    if isinstance(exc, BackendRequestError):
+        return ServiceError(
+            422,
+            f"{task}: the model backend rejected the request: {exc}",
+            type="backend_rejected",
+            usage=usage,
+        )
+    return ServiceError(502, f"{task}: {exc}", type="judge_error", usage=usage)
+
+
+ServiceFactory = Callable[[LLMBackend, TaskSettings, LLMSettings], object]
+
+
+def create_model_server_app(
+    *,
+    service: str,
+    router: APIRouter,
+    service_factory: ServiceFactory,
+    llm: LLMSettings | None = None,
+    tasks: TaskSettings | None = None,
+    backend: LLMBackend | None = None,
+    extra_routers: Sequence[APIRouter] = (),
+    extra_services: Mapping[str, ServiceFactory] | None = None,
+) -> FastAPI:
+    """A model server: its task routers, service objects, the backend.
+
+    The main service object lives on `app.state.service`; each of `extra_services` (one per
+    task family, e.g. nugget labels or step verification) on `app.state.<name>`, all sharing
+    the one backend.
+    """
+    llm_settings = llm or LLMSettings()
+    task_settings = tasks or TaskSettings()
+    backend_cm = backend_lifespan(factory=lambda: build_backend(llm_settings), injected=backend)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with backend_cm(app):
+            app.state.service = service_factory(app.state.backend, task_settings, llm_settings)
+            for name, factory in (extra_services or {}).items():
+                setattr(app.state, name, factory(app.state.backend, task_settings, llm_settings))
+            yield
+
+    return create_service_app(
+        service=service,
+        title=f"Rubricate {service}",
+        routers=[router, *extra_routers],
+        lifespan=lifespan,
+        readiness=[("backend", backend_ready)],
+        middleware=[Middleware(DeadlineMiddleware)],
+    )

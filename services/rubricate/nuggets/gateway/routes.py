@@ -1,0 +1,52 @@
+"""Public routes of nugget verification: parse, call the service object, respond."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from rubricate.common.upstream import UpstreamError, upstream_failure
+from rubricate.common.usage import Usage
+from rubricate.nuggets.gateway.service import NuggetService
+from rubricate_client.endpoints import NUGGETS_VERIFY, NUGGETS_VERIFY_BATCH
+from rubricate_client.schemas.nuggets import (
+    NuggetVerifyBatchRequest,
+    NuggetVerifyBatchResponse,
+    NuggetVerifyRequest,
+    NuggetVerifyResponse,
+)
+
+router = APIRouter(tags=["rewards"])
+
+STATE_NAME = "nuggets"
+"""The attribute of `app.state` holding the `NuggetService`."""
+
+
+def get_nuggets(request: Request) -> NuggetService:
+    service: NuggetService = getattr(request.app.state, STATE_NAME)
+    return service
+
+
+NuggetsDep = Annotated[NuggetService, Depends(get_nuggets)]
+
+
+@router.post(
+    NUGGETS_VERIFY.path,
+    response_model=NuggetVerifyResponse,
+    summary="Nugget reward of one answer: labels per block, max-pooled, weighted",
+)
+async def verify(body: NuggetVerifyRequest, service: NuggetsDep) -> NuggetVerifyResponse:
+    try:
+        return await service.verify(body, usage=Usage())
+    except UpstreamError as exc:
+        raise upstream_failure(exc) from exc
+
+
+@router.post(
+    NUGGETS_VERIFY_BATCH.path,
+    response_model=NuggetVerifyBatchResponse,
+    summary="Nugget rewards of many answers at once; failed items are reported, not zeroed",
+)
+async def verify_batch(
+    body: NuggetVerifyBatchRequest, service: NuggetsDep
+) -> NuggetVerifyBatchResponse:
+    return await service.verify_batch(body)

@@ -1,0 +1,322 @@
+"""Orchestration of nugget verification (Search-Gen-V §3.3, §4.4).
+
+1. validate; 2. split the answer into blocks (core; short mode: one block);
+3. short mode: normalized exact match first; 4. one verifier task call for the rest, which
+labels every (block, nugget) pair in batches; 5. max-pool and the reward (core).
+A verifier failure is an error of the request (or of the item, in a batch), never a 0.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rubricate.common.metrics import FALLBACKS
+from rubricate.common.upstream import ServiceClient, UpstreamError, upstream_failure
+from rubricate.common.usage import Usage, usage_out
+from rubricate.nuggets.domain.lexical import OverlapThresholds, overlap, with_prior
+from rubricate.nuggets.domain.rewards import (
+    LABEL_VALUES,
+    Block,
+    Pooled,
+    SoftPooled,
+    exact_match,
+    max_pool,
+    reward,
+    soft_max_pool,
+    split_blocks,
+    weights_of,
+    whole_block,
+)
+from rubricate.nuggets.verifier.schemas import NuggetLabelsRequest, NuggetLabelsResponse
+from rubricate_client.errors import DomainError
+from rubricate_client.schemas.nuggets import (
+    MAX_BATCH_SIZE,
+    BatchItemResult,
+    BlockOut,
+    DecidedBy,
+    ItemError,
+    JudgeInfo,
+    Label,
+    NuggetResult,
+    NuggetVerifyBatchRequest,
+    NuggetVerifyBatchResponse,
+    NuggetVerifyRequest,
+    NuggetVerifyResponse,
+)
+
+log = logging.getLogger("rubricate.nuggets.gateway.service")
+
+
+class NuggetSettings(BaseSettings):
+    """Nugget verification on the gateway (env prefix RUBRICATE_NUGGETS_)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUBRICATE_NUGGETS_", extra="ignore")
+
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE)
+    """Nuggets per verifier call when a request does not say; unset: the verifier's
+    default for its backend (1 embedded, 10 served)."""
+    max_nuggets: int = Field(default=100, ge=1)
+    max_answer_chars: int = Field(default=100_000, ge=1)
+    max_blocks: int = Field(default=16, ge=1)
+    """An answer with more paragraphs has them packed into this many blocks."""
+    max_batch_items: int = Field(default=256, ge=1)
+    batch_concurrency: int = Field(default=8, ge=1)
+    """Items of a batch request verified at once."""
+    lexical_prior: Literal["off", "soften", "promote", "max"] = "off"
+    """Long mode: correct each (block, nugget) label of the model with the word overlap
+    (rubricate.nuggets.domain.lexical.with_prior). Measured in docs/judge-quality.md; off by
+    default."""
+    overlap_support: float = Field(default=0.75, ge=0.0, le=1.0)
+    """Overlap at or above which the prior reads `support` (calibrated on the RAG24 dev file)."""
+    overlap_partial: float = Field(default=0.6, ge=0.0, le=1.0)
+    """Overlap at or above which the prior reads `partial_support`."""
+
+
+def validate_request(request: NuggetVerifyRequest, settings: NuggetSettings) -> None:
+    if request.mode == "short" and len(request.nuggets) != 1:
+        raise DomainError(
+            f"short mode takes exactly one ground-truth nugget, got {len(request.nuggets)}",
+            field="nuggets",
+        )
+    if len(request.nuggets) > settings.max_nuggets:
+        raise DomainError(
+            f"at most {settings.max_nuggets} nuggets per answer, got {len(request.nuggets)}",
+            field="nuggets",
+        )
+    if len(request.answer) > settings.max_answer_chars:
+        raise DomainError(
+            f"answer longer than {settings.max_answer_chars} characters", field="answer"
+        )
+
+
+class NuggetService:
+    def __init__(self, *, verifier: ServiceClient, settings: NuggetSettings) -> None:
+        self.verifier = verifier
+        self.settings = settings
+
+    async def verify(self, request: NuggetVerifyRequest, *, usage: Usage) -> NuggetVerifyResponse:
+        """Raises DomainError (bad input) or UpstreamError (the verifier failed); the LLM
+        work spent is added to `usage` either way."""
+        started = time.perf_counter()
+        validate_request(request, self.settings)
+        n = len(request.nuggets)
+        batch_size = request.batch_size or self.settings.batch_size
+        used_batch_size: int | None = None
+        if request.mode == "short":
+            blocks = whole_block(request.answer)
+        else:
+            blocks = split_blocks(request.answer, max_blocks=self.settings.max_blocks)
+
+        decided: DecidedBy = "model"
+        labels_by_block: list[list[Label]] = []
+        soft: list[SoftPooled | None] | None = None
+        judge: JudgeInfo | None = None
+        if not blocks:
+            decided = "empty_answer"
+        elif (
+            request.mode == "short"
+            and request.exact_match
+            and exact_match(request.answer, request.nuggets[0].text)
+        ):
+            decided = "exact_match"
+            labels_by_block = [["support"]]
+        else:
+            out = await self._labels(request, blocks, batch_size=batch_size, usage=usage)
+            labels_by_block = [b.labels for b in out.blocks]
+            if request.mode == "long" and self.settings.lexical_prior != "off":
+                labels_by_block = self._with_prior(request, blocks, labels_by_block)
+            if request.label_probabilities:
+                soft = soft_max_pool(
+                    [b.probabilities or [None] * n for b in out.blocks], n_nuggets=n
+                )
+            judge = JudgeInfo(
+                model=out.model,
+                backend=out.backend,
+                repairs=out.repairs,
+                lexical_prior=None if request.mode == "short" else self.settings.lexical_prior,
+                design=out.design,
+                calibration=out.calibration,
+            )
+            used_batch_size = out.batch_size
+
+        pooled = max_pool(labels_by_block, n_nuggets=n)
+        weights = weights_of([nugget.importance for nugget in request.nuggets])
+        results = [
+            _result(j, request, p, weights[j], decided, None if soft is None else soft[j])
+            for j, p in enumerate(pooled)
+        ]
+        soft_reward = None
+        if request.label_probabilities:
+            soft_reward = _soft_reward(results, weights)
+        response = NuggetVerifyResponse(
+            reward=reward([r.value for r in results], weights),
+            soft_reward=soft_reward,
+            mode=request.mode,
+            batch_size=used_batch_size,
+            nuggets=results,
+            blocks=[
+                BlockOut(index=b.index, start=b.start, end=b.end, labels=labels)
+                for b, labels in zip(blocks, labels_by_block, strict=False)
+            ],
+            judge=judge,
+            usage=usage_out(usage),
+            total_s=time.perf_counter() - started,
+        )
+        log.info(
+            "nuggets.verified mode=%s nuggets=%d blocks=%d decided_by=%s reward=%.3f",
+            request.mode,
+            n,
+            len(blocks),
+            decided,
+            response.reward,
+        )
+        return response
+
+    def _with_prior(
+        self,
+        request: NuggetVerifyRequest,
+        blocks: Sequence[Block],
+        labels_by_block: Sequence[Sequence[Label]],
+    ) -> list[list[Label]]:
+        rule = self.settings.lexical_prior
+        assert rule != "off"
+        th = OverlapThresholds(
+            support=self.settings.overlap_support, partial=self.settings.overlap_partial
+        )
+        return [
+            [
+                with_prior(label, overlap(nugget.text, block.text), th, rule=rule)
+                for nugget, label in zip(request.nuggets, labels, strict=True)
+            ]
+            for block, labels in zip(blocks, labels_by_block, strict=True)
+        ]
+
+    async def verify_batch(self, request: NuggetVerifyBatchRequest) -> NuggetVerifyBatchResponse:
+        started = time.perf_counter()
+        if len(request.items) > self.settings.max_batch_items:
+            raise DomainError(
+                f"at most {self.settings.max_batch_items} items per batch, "
+                f"got {len(request.items)}",
+                field="items",
+            )
+        limit = min(
+            request.concurrency or self.settings.batch_concurrency, self.settings.batch_concurrency
+        )
+        gate = asyncio.Semaphore(limit)
+        usage = Usage()
+
+        async def one(index: int, item: NuggetVerifyRequest) -> BatchItemResult:
+            item_usage = Usage()
+            async with gate:
+                try:
+                    result = await self.verify(item, usage=item_usage)
+                except DomainError as exc:
+                    field = f"items[{index}]" + (f".{exc.field}" if exc.field else "")
+                    error = ItemError(
+                        type="validation_error", message=exc.message, field=field, status=422
+                    )
+                    return BatchItemResult(index=index, error=error)
+                except UpstreamError as exc:
+                    FALLBACKS.labels("nugget_unscored").inc()
+                    failure = upstream_failure(exc)
+                    error = ItemError(
+                        type=failure.type, message=failure.message, status=failure.status_code
+                    )
+                    return BatchItemResult(index=index, error=error)
+                finally:
+                    usage.merge(item_usage)
+            return BatchItemResult(index=index, result=result)
+
+        items = list(await asyncio.gather(*(one(i, it) for i, it in enumerate(request.items))))
+        failed = sum(1 for item in items if item.error is not None)
+        log.info("nuggets.batch items=%d failed=%d", len(items), failed)
+        return NuggetVerifyBatchResponse(
+            rewards=[None if item.result is None else item.result.reward for item in items],
+            items=items,
+            succeeded=len(items) - failed,
+            failed=failed,
+            usage=usage_out(usage),
+            total_s=time.perf_counter() - started,
+        )
+
+    async def _labels(
+        self,
+        request: NuggetVerifyRequest,
+        blocks: Sequence[Block],
+        *,
+        batch_size: int | None,
+        usage: Usage,
+    ) -> NuggetLabelsResponse:
+        body = NuggetLabelsRequest(
+            question=request.question,
+            blocks=[b.text for b in blocks],
+            nuggets=[nugget.text for nugget in request.nuggets],
+            mode=request.mode,
+            batch_size=batch_size,
+            label_probabilities=request.label_probabilities,
+        )
+        try:
+            out = await self.verifier.request(
+                "POST",
+                "/v1/tasks/nugget-labels",
+                json=body.model_dump(mode="json"),
+                response_model=NuggetLabelsResponse,
+            )
+        except UpstreamError as exc:
+            if exc.usage is not None:
+                usage.merge(exc.usage)
+            raise
+        usage.merge(out.usage)
+        if len(out.blocks) != len(blocks) or any(
+            len(b.labels) != len(request.nuggets) for b in out.blocks
+        ):
+            raise UpstreamError(
+                service="verifier",
+                status=200,
+                type="upstream_invalid_response",
+                message="the verifier returned labels that do not match the blocks and nuggets",
+                usage=out.usage,
+            )
+        return out
+
+
+def _result(
+    j: int,
+    request: NuggetVerifyRequest,
+    pooled: Pooled,
+    weight: float,
+    decided: DecidedBy,
+    soft: SoftPooled | None,
+) -> NuggetResult:
+    nugget = request.nuggets[j]
+    return NuggetResult(
+        index=j,
+        text=nugget.text,
+        importance=nugget.importance,
+        weight=weight,
+        label=pooled.label,
+        value=LABEL_VALUES[pooled.label],
+        block=pooled.block,
+        decided_by=decided,
+        probabilities=None if soft is None else soft.probabilities,
+        expected_value=None if soft is None else soft.expected_value,
+    )
+
+
+def _soft_reward(results: Sequence[NuggetResult], weights: Sequence[float]) -> float | None:
+    """Σ w·E[v] / Σ w. Nuggets decided without the model (exact match, empty answer) count
+    with their hard value; a model-judged nugget without a distribution makes it null."""
+    values: list[float] = []
+    for r in results:
+        if r.decided_by != "model":
+            values.append(r.value)
+        elif r.expected_value is None:
+            return None
+        else:
+            values.append(r.expected_value)
+    return reward(values, weights)

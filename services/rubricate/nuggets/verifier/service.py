@@ -1,0 +1,398 @@
+"""Nugget labelling on the verifier: every (block, nugget batch) pair is one model call.
+
+Calls are issued block-major (all batches of block 1, then block 2, ...) so a backend that
+serves one call at a time (llama.cpp) sees consecutive prompts with the same block prefix
+and reuses its KV cache; a concurrent backend (vLLM) gets them all at once, up to
+`concurrency`. On the embedded backend whole requests also run one at a time, so the calls
+of concurrent requests (a trainer's batch) do not interleave and evict each other's block
+prefix.
+
+Two designs (chosen by measurement, docs/judge-quality.md). `generate`: the model writes the
+label list. `choices` (the default on the embedded backend; on a served backend that returns
+log-probabilities and continues a final assistant message, e.g. vLLM with
+`RUBRICATE_LLM_OPENAI_CONTINUE_FINAL_MESSAGE=true`, when chosen): one
+forward pass per (block, nugget) over the prompt plus the reply's opening `["` reads
+p(label) at each label's first token; nothing is decoded, so there is nothing to parse or
+repair. In long mode a fitted `LabelCalibration` for the backend's model (shipped under
+`nuggets/verifier/calibrations/`, or `RUBRICATE_NUGGET_TASK_CALIBRATION=FILE`) turns those
+probabilities and the word overlap into calibrated ones; the label is the most probable.
+
+In the generate design a reply with the wrong number of labels, or none, gets one repair
+call that quotes the problem; if that fails too the whole request fails with
+`OutputParseError` (HTTP 502 `judge_output_invalid`) carrying the usage spent, never a
+label made up.
+"""
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rubricate.common.metrics import JUDGE_LATENCY, LLM_RETRIES, LLM_TOKENS, PARSE_FAILURES
+from rubricate.common.usage import Usage, usage_out
+from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.choice_call import scored_choices
+from rubricate.llm.errors import OutputParseError
+from rubricate.llm.retry import ensure_time_left, retried
+from rubricate.llm.server import TaskSettings
+from rubricate.llm.settings import LLMSettings
+from rubricate.nuggets.domain.calibration import LabelCalibration
+from rubricate.nuggets.domain.lexical import overlap
+from rubricate.nuggets.domain.rewards import DEFAULT_BATCH_SIZE, EMBEDDED_BATCH_SIZE, labels_for
+from rubricate.nuggets.prompts import labels as nugget_labels
+from rubricate.nuggets.prompts.formats import (
+    LabelFormat,
+    LabelParseError,
+    ParsedLabels,
+    label_distributions,
+    parse_labels,
+)
+from rubricate.nuggets.verifier.schemas import (
+    BlockLabels,
+    NuggetLabelsRequest,
+    NuggetLabelsResponse,
+)
+from rubricate_client.errors import DomainError
+from rubricate_client.schemas.nuggets import MAX_BATCH_SIZE, Label, NuggetMode
+
+log = logging.getLogger("rubricate.nuggets.verifier.service")
+
+TASK = "nugget_verification"  # the judge metrics' task label (common.metrics.JUDGE_TASKS)
+
+REPLY_PREFIX = '["'
+"""How a JSON label reply opens: the choices design reads the next token after it."""
+
+Design = Literal["generate", "choices"]
+
+
+class NuggetTaskSettings(BaseSettings):
+    """Nugget-label calls on the verifier (env prefix RUBRICATE_NUGGET_TASK_)."""
+
+    model_config = SettingsConfigDict(env_prefix="RUBRICATE_NUGGET_TASK_", extra="ignore")
+
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE)
+    """Nuggets per call when a request does not say; unset: 1 on the embedded backend
+    (a small CPU model), 10 on served backends (Search-Gen-V's batches)."""
+    output_format: LabelFormat = "json"
+    """The format the prompt asks for (any of the ten is accepted in replies)."""
+    constrain: bool = True
+    """With `json` and no reasoning, send a JSON schema of exactly n labels, so backends
+    that enforce schemas (llama.cpp grammar, vLLM guided decoding) cannot miscount."""
+    reasoning: bool = False
+    """Ask for a short <reasoning> section before the labels (slower; off on CPU)."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens_per_nugget: int = Field(default=12, ge=4)
+    reasoning_max_tokens: int = Field(default=600, ge=32)
+    max_block_chars: int = Field(default=6000, ge=200)
+    """A longer block is clipped (head and tail kept) in the prompt."""
+    concurrency: int = Field(default=16, ge=1)
+    """Model calls in flight per request."""
+    top_logprobs: int = Field(default=5, ge=2, le=20)
+    """Alternatives per token read for label probabilities."""
+    design: Literal["auto", "generate", "choices"] = "auto"
+    """`auto`: `choices` on the embedded backend when the prompt asks for JSON without
+    reasoning, else `generate`. `choices` on a served backend needs log-probabilities and
+    `RUBRICATE_LLM_OPENAI_CONTINUE_FINAL_MESSAGE=true` (vLLM)."""
+    examples: bool = False
+    """Add worked examples of the three labels to the system prompt (long mode)."""
+    calibration: str = "auto"
+    """Long-mode label calibration for the choices design: `auto` (the shipped one for the
+    backend's model, if any), `off` (the most probable raw label), or a JSON file path."""
+
+
+def shipped_calibration(model: str) -> LabelCalibration | None:
+    """The calibration shipped for `model` (nuggets/verifier/calibrations/MODEL.json), if any."""
+    folder = resources.files("rubricate.nuggets.verifier") / "calibrations"
+    entry = folder / f"{model}.json"
+    if not entry.is_file():
+        return None
+    return LabelCalibration.loads(entry.read_text(encoding="utf-8"))
+
+
+def load_calibration(setting: str, *, model: str) -> LabelCalibration | None:
+    """The calibration `setting` names for a backend serving `model`.
+
+    A file fitted for another model is refused (its weights mean nothing for this one).
+    """
+    if setting == "off":
+        return None
+    if setting == "auto":
+        return shipped_calibration(model)
+    path = Path(setting).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DomainError(
+            f"RUBRICATE_NUGGET_TASK_CALIBRATION={setting}: cannot read it ({exc})",
+            field="calibration",
+        ) from exc
+    calibration = LabelCalibration.loads(text)
+    if calibration.model != model:
+        raise DomainError(
+            f"RUBRICATE_NUGGET_TASK_CALIBRATION={setting} was fitted for {calibration.model!r}, "
+            f"but the backend serves {model!r}",
+            field="calibration",
+        )
+    return calibration
+
+
+@dataclass
+class _Call:
+    parsed: ParsedLabels
+    probabilities: list[dict[Label, float] | None] | None
+    repaired: bool
+
+
+class NuggetLabelService:
+    def __init__(
+        self,
+        *,
+        backend: LLMBackend,
+        llm: LLMSettings,
+        settings: NuggetTaskSettings | None = None,
+    ) -> None:
+        self.backend = backend
+        self.llm = llm
+        self.settings = settings or NuggetTaskSettings()
+        serial = llm.judge_concurrency() == 1 or backend.name == "embedded"
+        self._one_request_at_a_time = asyncio.Lock() if serial else None
+        self.design: Design = self._design()
+        self.calibration = (
+            load_calibration(self.settings.calibration, model=backend.model)
+            if self.design == "choices"
+            else None
+        )
+
+    def _design(self) -> Design:
+        s = self.settings
+        can = (
+            self.backend.supports_choice_scoring
+            and self.backend.supports_reply_prefix
+            and s.output_format == "json"
+            and not s.reasoning
+        )
+        if s.design == "choices" and not can:
+            raise DomainError(
+                "RUBRICATE_NUGGET_TASK_DESIGN=choices needs a backend that scores choices "
+                "after a reply prefix (embedded, or a server that returns log-probabilities "
+                "and continues a final assistant message, e.g. vLLM with "
+                f"RUBRICATE_LLM_OPENAI_CONTINUE_FINAL_MESSAGE=true; this is "
+                f"{self.backend.name}) and output_format=json without reasoning",
+                field="design",
+            )
+        if s.design == "auto":  # as the stagewise scorer (docs/llm.md)
+            return "choices" if can and self.backend.name == "embedded" else "generate"
+        return s.design
+
+    @classmethod
+    def factory(
+        cls, backend: LLMBackend, _tasks: TaskSettings, llm: LLMSettings
+    ) -> "NuggetLabelService":
+        return cls(backend=backend, llm=llm)
+
+    def default_batch_size(self) -> int:
+        """Nuggets per call in the generate design (choices is always one per pass)."""
+        if self.settings.batch_size is not None:
+            return self.settings.batch_size
+        return EMBEDDED_BATCH_SIZE if self.backend.name == "embedded" else DEFAULT_BATCH_SIZE
+
+    async def label(self, request: NuggetLabelsRequest) -> NuggetLabelsResponse:
+        if self._one_request_at_a_time is None:
+            return await self._label(request)
+        async with self._one_request_at_a_time:
+            return await self._label(request)
+
+    async def _label(self, request: NuggetLabelsRequest) -> NuggetLabelsResponse:
+        nuggets = request.nuggets
+        size = 1 if self.design == "choices" else request.batch_size or self.default_batch_size()
+        batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]
+        jobs = [(b, k, batch) for b in range(len(request.blocks)) for k, batch in batches]
+        usage = Usage()
+        gate = asyncio.Semaphore(self.settings.concurrency)
+
+        async def run(b: int, batch: Sequence[str]) -> _Call:
+            async with gate:
+                if self.design == "choices":
+                    return await self._choose(request, b, batch[0], usage)
+                return await self._judge(request, b, batch, usage)
+
+        started = time.perf_counter()
+        tasks = [asyncio.ensure_future(run(b, batch)) for b, _, batch in jobs]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            JUDGE_LATENCY.labels(TASK, request.mode, self.backend.name).observe(elapsed)
+            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
+            LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
+
+        blocks: list[BlockLabels] = []
+        for b in range(len(request.blocks)):
+            labels: list[Label] = []
+            probs: list[dict[Label, float] | None] = []
+            for (jb, _, _), call in zip(jobs, results, strict=True):
+                if jb == b:
+                    labels.extend(call.parsed.labels)
+                    probs.extend(call.probabilities or [None] * len(call.parsed.labels))
+            blocks.append(
+                BlockLabels(
+                    labels=labels, probabilities=probs if request.label_probabilities else None
+                )
+            )
+        log.info(
+            "nuggets.labelled blocks=%d nuggets=%d calls=%d seconds=%.2f",
+            len(request.blocks),
+            len(nuggets),
+            usage.calls,
+            elapsed,
+        )
+        return NuggetLabelsResponse(
+            batch_size=size,
+            blocks=blocks,
+            repairs=sum(1 for call in results if call.repaired),
+            formats=[call.parsed.format for call in results],
+            usage=usage_out(usage),
+            model=self.backend.model,
+            backend=self.backend.name,
+            design=self.design,
+            calibration=self._calibration_for(request.mode),
+        )
+
+    def _calibration_for(self, mode: NuggetMode) -> str | None:
+        return self.calibration.model if self.calibration and mode == "long" else None
+
+    def _params(self, *, n: int, mode: NuggetMode, logprobs: bool) -> GenerationParams:
+        s = self.settings
+        schema = None
+        if s.output_format == "json" and s.constrain and not s.reasoning:
+            schema = nugget_labels.labels_schema(n=n, labels=labels_for(mode))
+        max_tokens = 16 + s.max_tokens_per_nugget * n
+        if s.reasoning:
+            max_tokens += s.reasoning_max_tokens
+        return GenerationParams(
+            temperature=s.temperature,
+            max_tokens=max_tokens,
+            json_schema=schema,
+            schema_name=nugget_labels.SCHEMA_NAME,
+            logprobs=s.top_logprobs if logprobs else None,
+        )
+
+    def _messages(
+        self, request: NuggetLabelsRequest, b: int, nuggets: Sequence[str]
+    ) -> list[Message]:
+        s = self.settings
+        return nugget_labels.build_messages(
+            question=request.question,
+            block=request.blocks[b],
+            block_index=b,
+            n_blocks=len(request.blocks),
+            nuggets=nuggets,
+            mode=request.mode,
+            fmt=s.output_format,
+            reasoning=s.reasoning,
+            max_block_chars=s.max_block_chars,
+            examples=s.examples,
+        )
+
+    async def _choose(
+        self, request: NuggetLabelsRequest, b: int, nugget: str, usage: Usage
+    ) -> _Call:
+        """The choices design: p(label) from one forward pass, then the calibrated label."""
+        allowed = labels_for(request.mode)
+        messages = self._messages(request, b, [nugget])  # json, no reasoning: the design's terms
+        scores = await scored_choices(
+            self.backend,
+            messages,
+            reply_prefix=REPLY_PREFIX,
+            choices=allowed,
+            task=TASK,
+            llm=self.llm,
+            usage=usage,
+        )
+        top = max(scores.logprobs.values())
+        weights = {lab: math.exp(scores.logprobs[lab] - top) for lab in allowed}
+        total = math.fsum(weights.values())
+        probabilities: dict[Label, float] = {lab: w / total for lab, w in weights.items()}
+        calibration = self.calibration if request.mode == "long" else None
+        if calibration is not None:
+            probabilities = calibration.probabilities(
+                probabilities, overlap(nugget, request.blocks[b])
+            )
+        label = max(allowed, key=lambda lab: probabilities[lab])
+        parsed = ParsedLabels(labels=[label], spans=[(0, 0)], format="choices")
+        return _Call(parsed=parsed, probabilities=[probabilities], repaired=False)
+
+    async def _judge(
+        self, request: NuggetLabelsRequest, b: int, batch: Sequence[str], usage: Usage
+    ) -> _Call:
+        s = self.settings
+        allowed = labels_for(request.mode)
+        messages = self._messages(request, b, batch)
+        params = self._params(n=len(batch), mode=request.mode, logprobs=request.label_probabilities)
+        first = await self._call(messages, params, usage)
+        try:
+            return self._accept(first, n=len(batch), allowed=allowed, repaired=False)
+        except LabelParseError as exc:
+            reason = str(exc)
+        LLM_RETRIES.labels(TASK, "repair").inc()
+        log.warning("llm.repair task=%s backend=%s reason=%s", TASK, self.backend.name, reason)
+        repair = [
+            *messages,
+            Message("assistant", first.text),
+            nugget_labels.repair_message(
+                reason=reason, fmt=s.output_format, n=len(batch), mode=request.mode
+            ),
+        ]
+        second = await self._call(repair, params, usage)
+        try:
+            return self._accept(second, n=len(batch), allowed=allowed, repaired=True)
+        except LabelParseError as exc:
+            PARSE_FAILURES.labels(TASK).inc()
+            raise OutputParseError(
+                f"{TASK}: block {b + 1}: invalid labels after a repair retry: {exc}",
+                raw=second.text,
+                usage=replace(usage),
+            ) from None
+
+    @staticmethod
+    def _accept(
+        completion: Completion, *, n: int, allowed: Sequence[Label], repaired: bool
+    ) -> _Call:
+        parsed = parse_labels(completion.text, expected=n, allowed=allowed)
+        probabilities = None
+        if completion.logprobs is not None:
+            probabilities = label_distributions(
+                completion.text, parsed.spans, completion.logprobs, allowed=allowed
+            )
+        return _Call(parsed=parsed, probabilities=probabilities, repaired=repaired)
+
+    async def _call(
+        self, messages: Sequence[Message], params: GenerationParams, usage: Usage
+    ) -> Completion:
+        ensure_time_left(TASK)
+        completion = await retried(
+            lambda: self.backend.complete(messages, params),
+            task=TASK,
+            backend=self.backend.name,
+            llm=self.llm,
+            usage=usage,
+        )
+        usage.record(
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s,
+        )
+        return completion

@@ -1,0 +1,102 @@
+"""Tables of the agent rubric bank (RubricEM §3.4), its snapshots, and the stored
+stagewise scorings that `/v1/reflections/score` may reference by id. Migration: 0002."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from rubricate.db.base import Base, utcnow
+from rubricate.db.limits import QUESTION_ID_LEN, SCORING_ID_LEN, TENANT_LEN
+
+QUESTION_HASH_LEN = 64
+SnapshotKind = Literal["bank", "buffer"]
+
+
+class BankItemRow(Base):
+    """The bank's one item per (tenant, question): the best accepted reflection so far."""
+
+    __tablename__ = "bank_items"
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
+    question_hash: Mapped[str] = mapped_column(String(QUESTION_HASH_LEN), primary_key=True)
+    question: Mapped[str] = mapped_column(Text)
+    rubrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """Reflection rubrics per category (core.reflection.CATEGORIES)."""
+    takeaways: Mapped[list[str]] = mapped_column(JSON)
+    reflection: Mapped[str] = mapped_column(Text)
+    """The accepted candidate's full text."""
+    score: Mapped[float] = mapped_column(Float)
+    """Its utility u."""
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    """The question's embedding (float32, little-endian): the vector index is rebuilt from
+    it without re-embedding. None until embedded."""
+    embedding_model: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    """1 on insert, incremented by every replacement."""
+
+
+class StagewiseScoringRow(Base):
+    """What a `/v1/stagewise/score` call judged, kept for reference by `scoring_id`."""
+
+    __tablename__ = "stagewise_scorings"
+    __table_args__ = (Index("ix_stagewise_scorings_created_at", "created_at"),)
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
+    scoring_id: Mapped[str] = mapped_column(String(SCORING_ID_LEN), primary_key=True)
+    question_id: Mapped[str] = mapped_column(String(QUESTION_ID_LEN))
+    question: Mapped[str] = mapped_column(Text)
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class BankSnapshotRow(Base):
+    """A snapshot's header; written in the same transaction as its entries."""
+
+    __tablename__ = "bank_snapshots"
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
+    step: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    bank_items: Mapped[int] = mapped_column(Integer)
+    questions: Mapped[int] = mapped_column(Integer)
+    rubrics: Mapped[int] = mapped_column(Integer)
+
+
+class BankSnapshotEntryRow(Base):
+    """One bank item (`kind='bank'`, key = question hash) or one question's whole judge
+    rubric buffer (`kind='buffer'`, key = question id) as of the snapshot's step."""
+
+    __tablename__ = "bank_snapshot_entries"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant", "step"],
+            ["bank_snapshots.tenant", "bank_snapshots.step"],
+            ondelete="CASCADE",
+        ),
+        CheckConstraint("kind IN ('bank', 'buffer')", name="kind"),
+    )
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
+    step: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    kind: Mapped[SnapshotKind] = mapped_column(String(16), primary_key=True)
+    key: Mapped[str] = mapped_column(String(QUESTION_ID_LEN), primary_key=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -1,0 +1,216 @@
+"""The store's bank, snapshot and stored-scoring routes: parse, call the bank service, respond."""
+
+from collections.abc import Awaitable
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from rubricate.common.errors import ServiceError
+from rubricate.common.tenancy import TenantDep
+from rubricate.db.limits import SCORING_ID_LEN
+from rubricate.reflections.store.repository import ScoringExistsError
+from rubricate.reflections.store.schemas import (
+    BankItemIn,
+    OfferResponse,
+    RetrieveRequest,
+    RetrieveResponse,
+)
+from rubricate.reflections.store.service import BankService, IndexUnavailableError
+from rubricate.reflections.store.snapshots import SnapshotExistsError, SnapshotNotFoundError
+from rubricate.stagewise.store.schemas import Scoring, ScoringIn
+from rubricate_client.constants import MAX_STEP
+from rubricate_client.headers import DEFAULT_TENANT
+from rubricate_client.schemas.bank import (
+    BankStats,
+    RestoreRequest,
+    RestoreResponse,
+    RetrievedItem,
+    SnapshotInfo,
+    SnapshotList,
+    SnapshotRequest,
+)
+
+router = APIRouter(prefix="/v1", tags=["bank"])
+STATE_NAME = "bank"
+
+T = TypeVar("T")
+
+
+def get_bank(request: Request) -> BankService:
+    service: BankService = getattr(request.app.state, STATE_NAME)
+    return service
+
+
+BankDep = Annotated[BankService, Depends(get_bank)]
+QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
+ScoringIdPath = Annotated[str, Path(min_length=1, max_length=SCORING_ID_LEN)]
+
+
+class ReindexResponse(BaseModel):
+    indexed: int
+
+
+async def _guard(call: Awaitable[T]) -> T:
+    """Infrastructure down is a 503 the caller may retry; known conflicts are 404/409."""
+    try:
+        return await call
+    except (OperationalError, PoolTimeoutError) as exc:
+        raise ServiceError(
+            503,
+            f"store database unavailable: {type(exc).__name__}",
+            type="store_unavailable",
+            headers={"Retry-After": "1"},
+        ) from exc
+    except IndexUnavailableError as exc:
+        raise ServiceError(
+            503,
+            f"bank vector index unavailable: {exc}",
+            type="index_unavailable",
+            headers={"Retry-After": "5"},
+        ) from exc
+    except SnapshotNotFoundError as exc:
+        raise ServiceError(404, str(exc), type="not_found", field="step") from exc
+    except SnapshotExistsError as exc:
+        raise ServiceError(409, str(exc), type="conflict", field="step") from exc
+    except ScoringExistsError as exc:
+        raise ServiceError(
+            409, f"scoring {exc} exists", type="conflict", field="scoring_id"
+        ) from exc
+
+
+@router.post("/bank/items", response_model=OfferResponse, summary="Offer an accepted reflection")
+async def offer(
+    body: BankItemIn, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> OfferResponse:
+    return await _guard(bank.offer(tenant, body))
+
+
+@router.get(
+    "/bank/items/{question_hash}",
+    response_model=RetrievedItem,
+    summary="The bank's item for a question hash",
+)
+async def get_item(
+    question_hash: QuestionHashPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> RetrievedItem:
+    item = await _guard(bank.get(tenant, question_hash))
+    if item is None:
+        raise ServiceError(404, f"no bank item for {question_hash}", type="not_found")
+    return item
+
+
+@router.post(
+    "/bank/retrieve",
+    response_model=RetrieveResponse,
+    summary="Within-episode (exact question) or cross-episode (top-k similar) items",
+)
+async def retrieve(
+    body: RetrieveRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> RetrieveResponse:
+    return await _guard(bank.retrieve(tenant, body))
+
+
+@router.get("/bank/stats", response_model=BankStats)
+async def stats(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> BankStats:
+    return await _guard(bank.stats(tenant))
+
+
+@router.post(
+    "/bank/reindex",
+    response_model=ReindexResponse,
+    summary="Rebuild the tenant's vector index from the database",
+)
+async def reindex(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> ReindexResponse:
+    return ReindexResponse(indexed=await _guard(bank.reindex(tenant)))
+
+
+@router.post(
+    "/bank/snapshots",
+    response_model=SnapshotInfo,
+    status_code=201,
+    summary="Snapshot the bank and the judge rubric buffers as of a training step",
+)
+async def snapshot(
+    body: SnapshotRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> SnapshotInfo:
+    return await _guard(bank.snapshot(tenant, body.step, replace=body.replace))
+
+
+@router.get("/bank/snapshots", response_model=SnapshotList)
+async def list_snapshots(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> SnapshotList:
+    return SnapshotList(snapshots=await _guard(bank.list_snapshots(tenant)))
+
+
+@router.post(
+    "/bank/restore",
+    response_model=RestoreResponse,
+    summary="Bring back the bank and the rubric buffers of a snapshot",
+)
+async def restore(
+    body: RestoreRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> RestoreResponse:
+    return await _guard(bank.restore(tenant, body.step))
+
+
+@router.get(
+    "/bank/snapshots/{step}/export",
+    response_class=StreamingResponse,
+    summary="A snapshot as JSONL (header line, then one line per bank item or buffer)",
+)
+async def export(
+    step: Annotated[int, Path(ge=0, le=MAX_STEP)], bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> StreamingResponse:
+    lines = await _guard(bank.export_lines(tenant, step))
+    return StreamingResponse(
+        lines,
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="bank-step-{step}.jsonl"'},
+    )
+
+
+@router.post(
+    "/bank/snapshots/import",
+    response_model=SnapshotInfo,
+    status_code=201,
+    summary="Store an exported JSONL snapshot (restore it with /v1/bank/restore)",
+)
+async def import_snapshot(
+    request: Request,
+    bank: BankDep,
+    tenant: TenantDep = DEFAULT_TENANT,
+    replace: Annotated[bool, Query()] = False,
+) -> SnapshotInfo:
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ServiceError(422, "the snapshot file is not UTF-8", type="invalid_request") from exc
+    return await _guard(bank.import_lines(tenant, text.splitlines(), replace=replace))
+
+
+@router.post(
+    "/scorings",
+    response_model=Scoring,
+    status_code=201,
+    summary="Keep a stagewise scoring for reference by id",
+)
+async def put_scoring(
+    body: ScoringIn, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> Scoring:
+    return await _guard(bank.put_scoring(tenant, body))
+
+
+@router.get("/scorings/{scoring_id}", response_model=Scoring)
+async def get_scoring(
+    scoring_id: ScoringIdPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> Scoring:
+    found = await _guard(bank.get_scoring(tenant, scoring_id))
+    if found is None:
+        raise ServiceError(
+            404, f"no stagewise scoring {scoring_id!r} (unknown or expired)", type="not_found"
+        )
+    return found

@@ -1,0 +1,442 @@
+"""Snapshots of a tenant's bank and judge rubric buffers by training step (RubricEM App. D.5:
+restore the bank of the same global step as the model weights on resume).
+
+A snapshot's header and entries are written in one transaction, so no reader ever sees a
+partial snapshot; a restore replaces the tenant's bank and buffers in one transaction too.
+Export/import is JSONL: a header line, then one line per bank item or question buffer.
+"""
+
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.orm import Session
+
+from rubricate.common.errors import field_path
+from rubricate.db.base import as_utc, utcnow
+from rubricate.db.engine import unit_of_work
+from rubricate.reflections.store.models import BankItemRow, BankSnapshotEntryRow, BankSnapshotRow
+from rubricate.reflections.store.schemas import SnapshotHeader, SnapshotRecord
+from rubricate.stagewise.store.models import QuestionRow, RubricRow
+from rubricate_client.errors import DomainError
+from rubricate_client.schemas.bank import SnapshotInfo
+from rubricate_client.schemas.rubrics import Origin, Polarity, Stage
+
+log = logging.getLogger("rubricate.reflections.store.repository")
+
+EXPORT_FORMAT: Final = "rubricate.bank-snapshot.v1"
+
+
+class SnapshotExistsError(ValueError):
+    pass
+
+
+class SnapshotNotFoundError(LookupError):
+    pass
+
+
+class BankPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    rubrics: dict[str, list[str]]
+    takeaways: list[str]
+    reflection: str
+    score: float
+    step: int | None
+    provenance: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    embedding: str | None = None
+    """The question's stored embedding, base64 float32 (so a restore need not re-embed)."""
+    embedding_model: str | None = None
+
+
+class RubricPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    stage: Stage
+    origin: Origin
+    title: str
+    description: str
+    weight: int
+    polarity: Polarity
+    created_step: int | None
+    variance: float | None
+    seq: int
+    created_at: datetime
+    pruned_at: datetime | None
+    pruned_step: int | None
+
+
+class BufferPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    rubrics: list[RubricPayload]
+    """Every rubric row, pruned ones included, in insertion order."""
+
+
+@dataclass(frozen=True)
+class Restored:
+    info: SnapshotInfo
+    question_ids: set[str]
+    """Buffers before or after the restore (their cached reads are stale)."""
+    bank: list[tuple[str, str]]
+    """(question hash, question) of the restored bank items."""
+
+
+def _decode_blob(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error:
+        return None  # re-embedded on the next index load
+
+
+def _info(row: BankSnapshotRow) -> SnapshotInfo:
+    return SnapshotInfo(
+        step=row.step,
+        created_at=as_utc(row.created_at),
+        bank_items=row.bank_items,
+        questions=row.questions,
+        rubrics=row.rubrics,
+    )
+
+
+def _bank_payload(row: BankItemRow) -> dict[str, Any]:
+    return BankPayload(
+        question=row.question,
+        rubrics=row.rubrics,
+        takeaways=row.takeaways,
+        reflection=row.reflection,
+        score=row.score,
+        step=row.step,
+        provenance=row.provenance,
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
+        version=row.version,
+        embedding=None if row.embedding is None else base64.b64encode(row.embedding).decode(),
+        embedding_model=row.embedding_model,
+    ).model_dump(mode="json")
+
+
+def _buffer_payload(question: QuestionRow, rubrics: list[RubricRow]) -> dict[str, Any]:
+    return BufferPayload(
+        question=question.question,
+        version=question.version,
+        created_at=as_utc(question.created_at),
+        updated_at=as_utc(question.updated_at),
+        rubrics=[
+            RubricPayload(
+                id=r.id,
+                stage=r.stage,
+                origin=r.origin,
+                title=r.title,
+                description=r.description,
+                weight=r.weight,
+                polarity=r.polarity,
+                created_step=r.created_step,
+                variance=r.variance,
+                seq=r.seq,
+                created_at=as_utc(r.created_at),
+                pruned_at=None if r.pruned_at is None else as_utc(r.pruned_at),
+                pruned_step=r.pruned_step,
+            )
+            for r in rubrics
+        ],
+    ).model_dump(mode="json")
+
+
+def _consistent_reads(session: Session) -> None:
+    """One snapshot of every table for the whole transaction (PostgreSQL; SQLite writers
+    already hold the database lock)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+
+
+class SnapshotStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def create(self, tenant: str, step: int, *, replace: bool = False) -> SnapshotInfo:
+        """Snapshot the tenant's bank and buffers as they are now, labelled `step`."""
+        now = utcnow()
+        with unit_of_work(self.engine, write=True) as session:
+            _consistent_reads(session)
+            self._clear(session, tenant, step, replace=replace)
+            entries: list[BankSnapshotEntryRow] = []
+            bank_rows = session.scalars(
+                select(BankItemRow).where(BankItemRow.tenant == tenant)
+            ).all()
+            for row in bank_rows:
+                entries.append(
+                    BankSnapshotEntryRow(
+                        tenant=tenant,
+                        step=step,
+                        kind="bank",
+                        key=row.question_hash,
+                        payload=_bank_payload(row),
+                    )
+                )
+            questions = session.scalars(
+                select(QuestionRow).where(QuestionRow.tenant == tenant)
+            ).all()
+            by_question: dict[str, list[RubricRow]] = {q.question_id: [] for q in questions}
+            rubric_rows = session.scalars(
+                select(RubricRow).where(RubricRow.tenant == tenant).order_by(RubricRow.seq)
+            ).all()
+            for r in rubric_rows:
+                by_question.setdefault(r.question_id, []).append(r)
+            for q in questions:
+                entries.append(
+                    BankSnapshotEntryRow(
+                        tenant=tenant,
+                        step=step,
+                        kind="buffer",
+                        key=q.question_id,
+                        payload=_buffer_payload(q, by_question[q.question_id]),
+                    )
+                )
+            header = BankSnapshotRow(
+                tenant=tenant,
+                step=step,
+                created_at=now,
+                bank_items=len(bank_rows),
+                questions=len(questions),
+                rubrics=len(rubric_rows),
+            )
+            session.add(header)
+            session.flush()
+            session.add_all(entries)
+            session.flush()
+            info = _info(header)
+        log.info(
+            "bank.snapshot tenant=%s step=%d bank_items=%d questions=%d rubrics=%d",
+            tenant,
+            step,
+            info.bank_items,
+            info.questions,
+            info.rubrics,
+        )
+        return info
+
+    def _clear(self, session: Session, tenant: str, step: int, *, replace: bool) -> None:
+        existing = session.get(BankSnapshotRow, (tenant, step), with_for_update=True)
+        if existing is None:
+            return
+        if not replace:
+            raise SnapshotExistsError(
+                f"a snapshot of step {step} exists (replace it with replace=true)"
+            )
+        session.execute(
+            delete(BankSnapshotEntryRow).where(
+                BankSnapshotEntryRow.tenant == tenant, BankSnapshotEntryRow.step == step
+            )
+        )
+        session.delete(existing)
+        session.flush()
+
+    def list(self, tenant: str) -> list[SnapshotInfo]:
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.scalars(
+                select(BankSnapshotRow)
+                .where(BankSnapshotRow.tenant == tenant)
+                .order_by(BankSnapshotRow.step)
+            )
+            return [_info(r) for r in rows]
+
+    def restore(self, tenant: str, step: int) -> Restored:
+        """Replace the tenant's bank items and rubric buffers with the snapshot's.
+
+        Restored buffers get a version above any they had, so a buffer read cached before
+        the restore can never be taken for the restored one.
+        """
+        now = utcnow()
+        with unit_of_work(self.engine, write=True) as session:
+            header = session.get(BankSnapshotRow, (tenant, step))
+            if header is None:
+                raise SnapshotNotFoundError(f"no snapshot of step {step}")
+            old_versions = {
+                q.question_id: q.version
+                for q in session.scalars(
+                    select(QuestionRow).where(QuestionRow.tenant == tenant).with_for_update()
+                )
+            }
+            session.scalars(
+                select(BankItemRow.question_hash)
+                .where(BankItemRow.tenant == tenant)
+                .with_for_update()
+            ).all()
+            session.execute(delete(RubricRow).where(RubricRow.tenant == tenant))
+            session.execute(delete(QuestionRow).where(QuestionRow.tenant == tenant))
+            session.execute(delete(BankItemRow).where(BankItemRow.tenant == tenant))
+            session.flush()
+            entries = session.scalars(
+                select(BankSnapshotEntryRow).where(
+                    BankSnapshotEntryRow.tenant == tenant, BankSnapshotEntryRow.step == step
+                )
+            ).all()
+            restored_questions: set[str] = set()
+            bank: list[tuple[str, str]] = []
+            questions: list[QuestionRow] = []
+            rubrics: list[RubricRow] = []
+            items: list[BankItemRow] = []
+            for entry in entries:
+                if entry.kind == "bank":
+                    b = BankPayload.model_validate(entry.payload)
+                    items.append(
+                        BankItemRow(
+                            tenant=tenant,
+                            question_hash=entry.key,
+                            **b.model_dump(exclude={"created_at", "updated_at", "embedding"}),
+                            embedding=_decode_blob(b.embedding),
+                            created_at=b.created_at,
+                            updated_at=b.updated_at,
+                        )
+                    )
+                    bank.append((entry.key, b.question))
+                    continue
+                buf = BufferPayload.model_validate(entry.payload)
+                restored_questions.add(entry.key)
+                questions.append(
+                    QuestionRow(
+                        tenant=tenant,
+                        question_id=entry.key,
+                        question=buf.question,
+                        created_at=buf.created_at,
+                        updated_at=now,
+                        version=max(buf.version, old_versions.get(entry.key, 0)) + 1,
+                    )
+                )
+                rubrics.extend(
+                    RubricRow(tenant=tenant, question_id=entry.key, **r.model_dump())
+                    for r in buf.rubrics
+                )
+            session.add_all(items)
+            session.add_all(questions)
+            session.flush()
+            session.add_all(rubrics)
+            session.flush()
+            info = _info(header)
+        log.info(
+            "bank.restored tenant=%s step=%d bank_items=%d questions=%d rubrics=%d",
+            tenant,
+            step,
+            info.bank_items,
+            info.questions,
+            info.rubrics,
+        )
+        return Restored(info=info, question_ids=restored_questions | set(old_versions), bank=bank)
+
+    def export_lines(self, tenant: str, step: int) -> Iterator[str]:
+        """The snapshot as JSONL lines (header first). Raises SnapshotNotFoundError before
+        the first line when there is no such snapshot."""
+        with unit_of_work(self.engine, write=False) as session:
+            header = session.get(BankSnapshotRow, (tenant, step))
+            if header is None:
+                raise SnapshotNotFoundError(f"no snapshot of step {step}")
+            info = _info(header)
+        return self._lines(tenant, info)
+
+    def _lines(self, tenant: str, info: SnapshotInfo) -> Iterator[str]:
+        head = SnapshotHeader(format=EXPORT_FORMAT, **info.model_dump())
+        yield head.model_dump_json() + "\n"
+        with unit_of_work(self.engine, write=False) as session:
+            stmt = (
+                select(BankSnapshotEntryRow)
+                .where(
+                    BankSnapshotEntryRow.tenant == tenant, BankSnapshotEntryRow.step == info.step
+                )
+                .order_by(BankSnapshotEntryRow.kind, BankSnapshotEntryRow.key)
+                .execution_options(yield_per=500)
+            )
+            for entry in session.scalars(stmt):
+                record = {"kind": entry.kind, "key": entry.key, "payload": entry.payload}
+                yield json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+    def import_lines(
+        self, tenant: str, lines: Iterable[str], *, replace: bool = False
+    ) -> SnapshotInfo:
+        """Store an exported snapshot (validated in full first) under its header's step."""
+        header: SnapshotHeader | None = None
+        records: list[SnapshotRecord] = []
+        seen: set[tuple[str, str]] = set()
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                if header is None:
+                    header = SnapshotHeader.model_validate(raw)
+                    continue
+                record = SnapshotRecord.model_validate(raw)
+                if record.kind == "bank":
+                    BankPayload.model_validate(record.payload)
+                else:
+                    BufferPayload.model_validate(record.payload)
+            except json.JSONDecodeError as exc:
+                raise DomainError(
+                    f"line {number}: not JSON ({exc.msg})", field=f"line {number}"
+                ) from exc
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = field_path(first["loc"])
+                raise DomainError(
+                    f"line {number}: {where or 'record'}: {first['msg']}",
+                    field=f"line {number}" + (f".{where}" if where else ""),
+                ) from exc
+            if (record.kind, record.key) in seen:
+                raise DomainError(
+                    f"line {number}: duplicate {record.kind} entry {record.key!r}",
+                    field=f"line {number}",
+                )
+            seen.add((record.kind, record.key))
+            records.append(record)
+        if header is None:
+            raise DomainError("empty snapshot file: expected a header line", field="line 1")
+        bank = sum(1 for r in records if r.kind == "bank")
+        buffers = [r for r in records if r.kind == "buffer"]
+        rubrics = sum(len(r.payload.get("rubrics", [])) for r in buffers)
+        if (bank, len(buffers), rubrics) != (header.bank_items, header.questions, header.rubrics):
+            raise DomainError(
+                f"the file holds {bank} bank items, {len(buffers)} buffers and {rubrics} rubrics "
+                f"but its header says {header.bank_items}, {header.questions} and "
+                f"{header.rubrics} (truncated or edited file)",
+                field="line 1",
+            )
+        with unit_of_work(self.engine, write=True) as session:
+            self._clear(session, tenant, header.step, replace=replace)
+            row = BankSnapshotRow(
+                tenant=tenant,
+                step=header.step,
+                created_at=header.created_at,
+                bank_items=bank,
+                questions=len(buffers),
+                rubrics=rubrics,
+            )
+            session.add(row)
+            session.flush()
+            session.add_all(
+                BankSnapshotEntryRow(
+                    tenant=tenant, step=header.step, kind=r.kind, key=r.key, payload=r.payload
+                )
+                for r in records
+            )
+            session.flush()
+            info = _info(row)
+        log.info("bank.imported tenant=%s step=%d entries=%d", tenant, header.step, len(records))
+        return info

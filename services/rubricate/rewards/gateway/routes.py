@@ -1,0 +1,39 @@
+"""`POST /get_reward`: the OpenRLHF remote reward-model endpoint (see `rewards.gateway.service`)."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from rubricate.common.tenancy import TenantDep
+from rubricate.rewards.gateway.service import TrainerRewards
+from rubricate_client.endpoints import GET_REWARD
+from rubricate_client.schemas.rewards import GetRewardRequest, GetRewardResponse
+
+router = APIRouter(tags=["trainers"])
+
+
+STATE_NAME = "trainer_rewards"
+"""The service object on `app.state`, built in the gateway's lifespan."""
+
+
+def get_trainer_rewards(request: Request) -> TrainerRewards:
+    service: TrainerRewards = getattr(request.app.state, STATE_NAME)
+    return service
+
+
+TrainerRewardsDep = Annotated[TrainerRewards, Depends(get_trainer_rewards)]
+
+
+@router.post(
+    GET_REWARD.path,
+    response_model=GetRewardResponse,
+    summary="OpenRLHF remote reward model: one reward per (prompt + response)",
+)
+async def get_reward(
+    body: GetRewardRequest,
+    request: Request,
+    service: TrainerRewardsDep,
+    tenant: TenantDep = "default",
+) -> GetRewardResponse:
+    request_id = getattr(request.state, "request_id", None)
+    return await service.get_reward(body, tenant=tenant, request_id=request_id)

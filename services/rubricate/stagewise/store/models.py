@@ -1,0 +1,85 @@
+"""Tables of the rubric buffer (SQLAlchemy 2 typed declarative), owned by the store service.
+Migrations: `rubricate/db/migrations/versions`."""
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    String,
+    Text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from rubricate.db.base import Base, utcnow
+from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN, TENANT_LEN
+from rubricate_client.schemas.rubrics import Origin, Polarity, Rubric, Stage
+
+
+class QuestionRow(Base):
+    """One question's buffer header. Its row lock serializes every write to the buffer."""
+
+    __tablename__ = "questions"
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True, default="default")
+    question_id: Mapped[str] = mapped_column(String(QUESTION_ID_LEN), primary_key=True)
+    question: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    """Incremented by every write that changes the buffer."""
+
+
+class RubricRow(Base):
+    """A rubric in a question's buffer; pruned rubrics are kept, with `pruned_at` set."""
+
+    __tablename__ = "rubrics"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant", "question_id"],
+            ["questions.tenant", "questions.question_id"],
+            ondelete="CASCADE",
+        ),
+        Index("ix_rubrics_live", "tenant", "question_id", "pruned_at"),
+        CheckConstraint("stage IN ('plan', 'research', 'review', 'answer')", name="stage"),
+        CheckConstraint("origin IN ('persistent', 'active')", name="origin"),
+        CheckConstraint("polarity IN ('positive', 'negative')", name="polarity"),
+        CheckConstraint("weight BETWEEN 1 AND 3", name="weight"),
+    )
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
+    question_id: Mapped[str] = mapped_column(String(QUESTION_ID_LEN), primary_key=True)
+    id: Mapped[str] = mapped_column(String(RUBRIC_ID_LEN), primary_key=True)
+    stage: Mapped[Stage] = mapped_column(String(16))
+    origin: Mapped[Origin] = mapped_column(String(16))
+    title: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text)
+    weight: Mapped[int] = mapped_column(Integer)
+    polarity: Mapped[Polarity] = mapped_column(String(16))
+    created_step: Mapped[int | None] = mapped_column(BigInteger)
+    variance: Mapped[float | None] = mapped_column(Float)
+    """Score variance over the last group scored on it; None until measured."""
+    seq: Mapped[int] = mapped_column(Integer)
+    """Insertion order within the question (a re-activated rubric gets a new one)."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    pruned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    pruned_step: Mapped[int | None] = mapped_column(BigInteger)
+
+    def to_rubric(self) -> Rubric:
+        """Rows were validated on the way in: no re-validation on the hot read path."""
+        return Rubric.model_construct(
+            id=self.id,
+            stage=self.stage,
+            origin=self.origin,
+            title=self.title,
+            description=self.description,
+            weight=self.weight,
+            polarity=self.polarity,
+            created_step=self.created_step,
+            variance=self.variance,
+        )

@@ -1,0 +1,109 @@
+"""The store's HTTP routes: parse, call the buffer service, respond."""
+
+from collections.abc import Awaitable
+from typing import Annotated, TypeVar
+
+from fastapi import APIRouter, Depends, Path, Request
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from rubricate.common.errors import ServiceError
+from rubricate.common.tenancy import TenantDep
+from rubricate.db.limits import QUESTION_ID_LEN
+from rubricate.stagewise.store.schemas import AddRubricsRequest, PruneRequest, PruneResponse
+from rubricate.stagewise.store.service import BufferNotFoundError, BufferService
+from rubricate_client.headers import DEFAULT_TENANT
+from rubricate_client.schemas.buffers import BufferView
+
+router = APIRouter(prefix="/v1/buffers", tags=["buffers"])
+
+T = TypeVar("T")
+
+
+def get_buffers(request: Request) -> BufferService:
+    service: BufferService = request.app.state.buffers
+    return service
+
+
+BuffersDep = Annotated[BufferService, Depends(get_buffers)]
+QuestionIdPath = Annotated[
+    str, Path(min_length=1, max_length=QUESTION_ID_LEN, description="The buffer's key.")
+]
+
+
+def _not_found(question_id: str) -> ServiceError:
+    return ServiceError(
+        404,
+        f"no rubric buffer for question {question_id!r}",
+        type="not_found",
+    )
+
+
+async def _guard(call: Awaitable[T]) -> T:
+    """The database being down or saturated is a 503 the caller may retry, not a 500."""
+    try:
+        return await call
+    except (OperationalError, PoolTimeoutError) as exc:
+        raise ServiceError(
+            503,
+            f"store database unavailable: {type(exc).__name__}",
+            type="store_unavailable",
+            headers={"Retry-After": "1"},
+        ) from exc
+
+
+@router.get(
+    "/{question_id}",
+    response_model=BufferView,
+    summary="A question's rubric buffer (rubrics not pruned, per stage)",
+)
+async def get_buffer(
+    question_id: QuestionIdPath, buffers: BuffersDep, tenant: TenantDep = DEFAULT_TENANT
+) -> BufferView:
+    view = await _guard(buffers.get(tenant, question_id))
+    if view is None:
+        raise _not_found(question_id)
+    return view
+
+
+@router.post(
+    "/{question_id}/rubrics",
+    response_model=BufferView,
+    summary="Add rubrics to a question's buffer (created if needed)",
+)
+async def add_rubrics(
+    question_id: QuestionIdPath,
+    body: AddRubricsRequest,
+    buffers: BuffersDep,
+    tenant: TenantDep = DEFAULT_TENANT,
+) -> BufferView:
+    return await _guard(
+        buffers.add(
+            tenant, question_id, question=body.question, rubrics=body.rubrics, step=body.step
+        )
+    )
+
+
+@router.post(
+    "/{question_id}/prune",
+    response_model=PruneResponse,
+    summary="Record a group's rubric variances and prune actives over the caps",
+)
+async def prune(
+    question_id: QuestionIdPath,
+    body: PruneRequest,
+    buffers: BuffersDep,
+    tenant: TenantDep = DEFAULT_TENANT,
+) -> PruneResponse:
+    try:
+        return await _guard(
+            buffers.prune(
+                tenant,
+                question_id,
+                variances=body.variances,
+                caps=body.caps.as_dict(),
+                step=body.step,
+            )
+        )
+    except BufferNotFoundError as exc:
+        raise _not_found(question_id) from exc

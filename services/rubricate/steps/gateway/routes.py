@@ -1,0 +1,103 @@
+"""Public routes of the step level (Co-ReAct, ARCO): parse, call the service, respond."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from rubricate.common.upstream import UpstreamError, upstream_failure
+from rubricate.steps.gateway.service import StepsService
+from rubricate_client.endpoints import (
+    LISTWISE_REWARD,
+    RANK,
+    STEPS_RUBRIC,
+    STEPS_SCORE,
+    STEPS_SEGMENT,
+    STEPS_VERIFY,
+)
+from rubricate_client.schemas.steps import (
+    ListwiseRewardRequest,
+    ListwiseRewardResponse,
+    RankRequest,
+    RankResponse,
+    ScoreRequest,
+    ScoreResponse,
+    SegmentRequest,
+    SegmentResponse,
+    StepRubricRequest,
+    StepRubricResponse,
+    VerifyRequest,
+    VerifyResponse,
+)
+
+router = APIRouter(tags=["steps"])
+
+STATE_NAME = "steps"
+"""The attribute of `app.state` holding the `StepsService`."""
+
+
+def get_steps(request: Request) -> StepsService:
+    service: StepsService = getattr(request.app.state, STATE_NAME)
+    return service
+
+
+StepsDep = Annotated[StepsService, Depends(get_steps)]
+
+
+@router.post(
+    STEPS_SEGMENT.path,
+    response_model=SegmentResponse,
+    summary="Split a ReAct trajectory into steps with character spans (no model call)",
+)
+async def segment(body: SegmentRequest, service: StepsDep) -> SegmentResponse:
+    return service.segment(body)
+
+
+@router.post(
+    STEPS_RUBRIC.path,
+    response_model=StepRubricResponse,
+    summary="A weighted rubric for the agent's next action, and the text to inject",
+)
+async def step_rubric(body: StepRubricRequest, service: StepsDep) -> StepRubricResponse:
+    try:
+        return await service.rubric(body)
+    except UpstreamError as exc:
+        raise upstream_failure(exc) from exc
+
+
+@router.post(
+    STEPS_VERIFY.path,
+    response_model=VerifyResponse,
+    summary="Verify a proposed action against a step rubric: verdicts, score, pass, feedback",
+)
+async def verify(body: VerifyRequest, service: StepsDep) -> VerifyResponse:
+    try:
+        return await service.verify(body)
+    except UpstreamError as exc:
+        raise upstream_failure(exc) from exc
+
+
+@router.post(
+    STEPS_SCORE.path,
+    response_model=ScoreResponse,
+    summary="Per-step rubrics, verdicts and step rewards that sum to the outcome (ARCO)",
+)
+async def score(body: ScoreRequest, service: StepsDep) -> ScoreResponse:
+    return await service.score(body)
+
+
+@router.post(
+    LISTWISE_REWARD.path,
+    response_model=ListwiseRewardResponse,
+    summary="GRPO rewards of sampled rubrics: Spearman vs consensus, atomicity, format",
+)
+async def listwise_reward(body: ListwiseRewardRequest, service: StepsDep) -> ListwiseRewardResponse:
+    return await service.ranking.listwise_reward(body)
+
+
+@router.post(
+    RANK.path,
+    response_model=RankResponse,
+    summary="Multi-judge listwise ranking of a candidate slate, Borda consensus",
+)
+async def rank(body: RankRequest, service: StepsDep) -> RankResponse:
+    return await service.ranking.rank(body)
