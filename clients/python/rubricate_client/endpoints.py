@@ -23,12 +23,18 @@ from rubricate_client.schemas.audit import (
     AuditSignals,
     AuditTenantSettings,
     AuditView,
+    QuestionAuditList,
     ReplayJob,
+    ReplayJobList,
     ReplayRequest,
     RubricHistory,
+    ScoringTrajectories,
 )
 from rubricate_client.schemas.auth import ScopedTokenRequest, ScopedTokenResponse
 from rubricate_client.schemas.bank import (
+    BankItemCurationResult,
+    BankItemHistory,
+    BankItemList,
     BankStats,
     RestoreRequest,
     RestoreResponse,
@@ -37,10 +43,16 @@ from rubricate_client.schemas.bank import (
     SnapshotList,
     SnapshotRequest,
 )
-from rubricate_client.schemas.buffers import BufferView
+from rubricate_client.schemas.buffers import BufferView, QuestionList, RubricCurationResult
+from rubricate_client.schemas.curation import (
+    BankItemCurationRequest,
+    CurationList,
+    RubricCurationRequest,
+)
 from rubricate_client.schemas.mining import (
     CorpusList,
     IngestRequest,
+    JobList,
     JobView,
     MineRequest,
     NuggetsView,
@@ -58,6 +70,7 @@ from rubricate_client.schemas.reflections import (
     ReflectionScoreResponse,
 )
 from rubricate_client.schemas.rewards import GetRewardRequest, GetRewardResponse
+from rubricate_client.schemas.scorings import ScoringList, StoredScoring
 from rubricate_client.schemas.stagewise import (
     AdvantagesRequest,
     AdvantagesResponse,
@@ -486,6 +499,136 @@ RUBRIC_HISTORY_EXPORT = Endpoint(
 """The tenant's whole rubric history as JSONL (one `RubricHistoryEntry` a line): publish a
 run's rubrics with its results."""
 
+# --- curation and browsing (the rubric console uses these; docs/console.md) ---------------
+
+QUESTIONS_LIST = Endpoint(
+    name="questions_list",
+    method="GET",
+    path="/v1/questions",
+    request=NoBody,
+    response=QuestionList,
+    rpc=None,
+    query_params=("search", "sort", "offset", "limit"),
+)
+"""The tenant's questions with their buffer sizes, one page at a time."""
+RUBRIC_CURATE = Endpoint(
+    name="rubric_curate",
+    method="POST",
+    path="/v1/buffers/{question_id}/rubrics/{rubric_id}/curate",
+    request=RubricCurationRequest,
+    response=RubricCurationResult,
+    rpc=None,
+)
+"""Pin, unpin, retire or edit one rubric of a question's buffer; the author is recorded."""
+RUBRIC_CURATIONS = Endpoint(
+    name="rubric_curations",
+    method="GET",
+    path="/v1/buffers/{question_id}/curations",
+    request=NoBody,
+    response=CurationList,
+    rpc=None,
+)
+"""Who pinned, retired or edited which rubric of a question, and when."""
+SCORINGS_LIST = Endpoint(
+    name="scorings_list",
+    method="GET",
+    path="/v1/scorings",
+    request=NoBody,
+    response=ScoringList,
+    rpc=None,
+    query_params=("question_id", "limit"),
+)
+"""A question's latest stored scorings (judgments and justifications per rollout)."""
+SCORING_GET = Endpoint(
+    name="scoring_get",
+    method="GET",
+    path="/v1/scorings/{scoring_id}",
+    request=NoBody,
+    response=StoredScoring,
+    rpc=None,
+)
+BANK_ITEMS_LIST = Endpoint(
+    name="bank_items_list",
+    method="GET",
+    path="/v1/bank/items",
+    request=NoBody,
+    response=BankItemList,
+    rpc=None,
+    query_params=("status", "search", "offset", "limit"),
+)
+BANK_ITEM_CURATE = Endpoint(
+    name="bank_item_curate",
+    method="POST",
+    path="/v1/bank/items/{question_hash}/curate",
+    request=BankItemCurationRequest,
+    response=BankItemCurationResult,
+    rpc=None,
+)
+"""Approve, edit or retire a bank item; an edit keeps the old version in its history."""
+BANK_ITEM_HISTORY = Endpoint(
+    name="bank_item_history",
+    method="GET",
+    path="/v1/bank/items/{question_hash}/history",
+    request=NoBody,
+    response=BankItemHistory,
+    rpc=None,
+)
+JOBS_LIST = Endpoint(
+    name="jobs_list",
+    method="GET",
+    path="/v1/jobs",
+    request=NoBody,
+    response=JobList,
+    rpc=None,
+    query_params=("state", "limit"),
+)
+"""The tenant's latest mining and ingestion jobs."""
+AUDIT_REPLAY_JOBS = Endpoint(
+    name="audit_replay_jobs",
+    method="GET",
+    path="/v1/audit/replay",
+    request=NoBody,
+    response=ReplayJobList,
+    rpc=None,
+    query_params=("limit",),
+)
+AUDIT_QUESTIONS = Endpoint(
+    name="audit_questions",
+    method="GET",
+    path="/v1/audit/questions",
+    request=NoBody,
+    response=QuestionAuditList,
+    rpc=None,
+    query_params=("question_ids",),
+)
+"""Audit status of several questions at once (`question_ids`: comma-separated, at most 200)."""
+AUDIT_TRAJECTORIES = Endpoint(
+    name="audit_trajectories",
+    method="GET",
+    path="/v1/audit/groups/{scoring_id}/trajectories",
+    request=NoBody,
+    response=ScoringTrajectories,
+    rpc=None,
+)
+"""The trajectories kept with an audited scoring (the tenant's retention)."""
+
+CURATION_ROUTES: tuple[Endpoint[Any, Any], ...] = (
+    QUESTIONS_LIST,
+    RUBRIC_CURATE,
+    RUBRIC_CURATIONS,
+    SCORINGS_LIST,
+    SCORING_GET,
+    BANK_ITEMS_LIST,
+    BANK_ITEM_CURATE,
+    BANK_ITEM_HISTORY,
+    JOBS_LIST,
+    AUDIT_REPLAY_JOBS,
+    AUDIT_QUESTIONS,
+    AUDIT_TRAJECTORIES,
+)
+"""Browsing and curation: HTTP only. They serve people (the console, scripts), not a
+trainer's hot path, so they have no gRPC method."""
+
 HTTP_ONLY: tuple[Endpoint[Any, Any], ...] = (
     AUTH_TOKEN,
     MINED_NUGGETS,
@@ -497,6 +640,7 @@ HTTP_ONLY: tuple[Endpoint[Any, Any], ...] = (
     BANK_SNAPSHOT_EXPORT,
     BANK_SNAPSHOT_IMPORT,
     RUBRIC_HISTORY_EXPORT,
+    *CURATION_ROUTES,
 )
 """Public routes without a gRPC method. The exports and the import are files of JSON Lines,
 read and written as a stream, which a unary RPC does not fit: a whole bank snapshot or a

@@ -5,7 +5,9 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
+
+from typing_extensions import Self
 
 import grpc
 from google.protobuf.message import Message

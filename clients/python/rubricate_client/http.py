@@ -9,7 +9,9 @@ import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
+
+from typing_extensions import Self
 
 import httpx
 from pydantic import BaseModel, ValidationError

@@ -65,6 +65,12 @@ _PLACEHOLDERS: Final = (
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _STATE_TENANT = "auth_tenant"
 _STATE_SCOPED = "auth_scoped_token"
+_STATE_ACTOR = "auth_actor"
+ACTOR_HEADER: Final = "X-Rubricate-Actor"
+"""Who acts, as a service (the console) names the signed-in person; trusted from the
+internal credential and in open mode only, ignored with an API key."""
+_ACTOR_HEADER_KEY = ACTOR_HEADER.lower().encode()
+MAX_ACTOR_CHARS: Final = 200
 _TENANT_HEADER_KEY = TENANT_HEADER.lower().encode()
 
 
@@ -239,7 +245,8 @@ class AuthMiddleware:
             await self._deny(scope, receive, send, 401, "missing API key (Authorization: Bearer)")
             return
         if self.internal is not None and hmac.compare_digest(secret.encode(), self.internal):
-            await self.app(scope, receive, send)  # a service: the tenant header is trusted
+            # a service: the tenant and actor headers are trusted
+            await self.app(scope, receive, send)
             return
         if self.tenant_keys and secret.startswith(scoped_tokens.TOKEN_PREFIX):
             await self._scoped(scope, receive, send, secret, claimed_tenant)
@@ -271,7 +278,9 @@ class AuthMiddleware:
                 f"this API key belongs to another tenant than {claimed_tenant!r}",
             )
             return
-        scope.setdefault("state", {})[_STATE_TENANT] = tenant
+        state = scope.setdefault("state", {})
+        state[_STATE_TENANT] = tenant
+        state[_STATE_ACTOR] = key_actor(secret)
         await self.app(scope, receive, send)
 
     async def _scoped(
@@ -315,6 +324,7 @@ class AuthMiddleware:
         state = scope.setdefault("state", {})
         state[_STATE_TENANT] = token.tenant
         state[_STATE_SCOPED] = True
+        state[_STATE_ACTOR] = f"token:{token.tenant}"
         await self.app(scope, receive, send)
 
     async def _deny(
@@ -349,3 +359,21 @@ def authenticated_tenant(request: Request) -> str | None:
     """The tenant an API key proved, when the caller used one."""
     value = getattr(request.state, _STATE_TENANT, None)
     return value if isinstance(value, str) else None
+
+
+def key_actor(secret: str) -> str:
+    """How a change made with an API key is attributed: a fingerprint, never the key."""
+    return f"key:{hash_key(secret)[:12]}"
+
+
+def request_actor(request: Request) -> str:
+    """Who made this request, for the record of a change: the API key's fingerprint; for a
+    service (or in open mode) the `X-Rubricate-Actor` it sends, else `service`/`anonymous`."""
+    actor = getattr(request.state, _STATE_ACTOR, None)
+    if isinstance(actor, str):
+        return actor
+    named = " ".join(request.headers.get(ACTOR_HEADER, "").split())[:MAX_ACTOR_CHARS]
+    if named:
+        return named
+    settings: AuthSettings = getattr(request.app.state, "auth", None) or AuthSettings()
+    return "anonymous" if settings.mode == "open" else "service"

@@ -2,7 +2,9 @@
 audit settings, replay jobs (docs/audit.md)."""
 
 from datetime import datetime
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal
+
+from typing_extensions import Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -245,3 +247,36 @@ class RubricHistory(BaseModel):
     question_id: str
     rubrics: list[RubricHistoryEntry]
     """In the order they entered the buffer."""
+
+
+class ReplayJobList(BaseModel):
+    jobs: list[ReplayJob]
+    """Newest first."""
+
+
+class QuestionAudit(BaseModel):
+    """A question's audit status, as the console's question list shows it."""
+
+    question_id: str
+    groups: int
+    """Groups of this question with an audit record (any status)."""
+    done: int
+    failed: int
+    pending: int
+    last_agreement: float | None
+    """Agreement of the latest finished audit (None: none finished)."""
+    last_audited_at: datetime | None
+
+
+class QuestionAuditList(BaseModel):
+    questions: list[QuestionAudit]
+    """One per requested question id that has audit records."""
+
+
+class ScoringTrajectories(BaseModel):
+    """The trajectories of an audited scoring, kept for the tenant's retention period."""
+
+    scoring_id: str
+    question_id: str
+    trajectories: dict[str, str] | None
+    """Rollout id → trajectory text; None when they were not kept (retention off or over)."""

@@ -5,6 +5,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rubricate_client.schemas.curation import BankStatus, CurationEvent
 from rubricate_client.schemas.rubrics import TrainingStep
 
 RetrievalMode = Literal["within", "cross"]
@@ -70,3 +71,49 @@ class SnapshotList(BaseModel):
 class RestoreResponse(SnapshotInfo):
     indexed: bool
     """Whether the vector index was rebuilt for the restored bank."""
+
+
+class BankItemView(BankItem):
+    """A bank item with its review state, as the bank's listing and curation show it."""
+
+    status: BankStatus
+    """`pending` until a person approves it; `retired` items are never retrieved."""
+    reviewed_by: str | None = None
+    reviewed_at: datetime | None = None
+
+
+class BankItemList(BaseModel):
+    items: list[BankItemView]
+    total: int
+    offset: int
+    limit: int
+
+
+class BankItemVersion(BaseModel):
+    """One version of a bank item: what it said after `action`, by whom and when."""
+
+    version: int
+    action: Literal["accepted", "replaced", "approve", "edit", "retire", "restored"]
+    """`accepted`/`replaced`: a reflection the bank took (RubricEM's newer-wins rule);
+    the others: a person's curation; `restored`: a snapshot restore."""
+    author: str | None
+    """None for the platform's own writes (`accepted`, `replaced`, `restored`)."""
+    reason: str | None = None
+    at: datetime
+    status: BankStatus
+    rubrics: dict[str, list[str]]
+    takeaways: list[str]
+    reflection: str
+    score: float
+    step: int | None
+
+
+class BankItemHistory(BaseModel):
+    question_hash: str
+    versions: list[BankItemVersion]
+    """Oldest first; the last is the item as it is now."""
+
+
+class BankItemCurationResult(BaseModel):
+    event: CurationEvent
+    item: BankItemView

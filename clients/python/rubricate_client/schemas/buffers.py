@@ -1,10 +1,12 @@
 """Public wire model of a question's judge rubric buffer (`GET /v1/buffers/{question_id}`)."""
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from rubricate_client.constants import STAGES
+from rubricate_client.schemas.curation import CurationEvent
 from rubricate_client.schemas.rubrics import Rubric, Stage
 
 
@@ -35,3 +37,39 @@ class BufferView(BaseModel):
     def all_rubrics(self) -> list[Rubric]:
         """Every rubric, stage by stage."""
         return [r for s in STAGES for r in self.rubrics[s]]
+
+
+QuestionSort = Literal["recent", "question_id", "rubrics"]
+"""`recent`: last buffer change first; `question_id`: alphabetical; `rubrics`: most live
+rubrics first."""
+
+
+class QuestionSummary(BaseModel):
+    """One question of the tenant's, as `GET /v1/questions` lists it."""
+
+    question_id: str
+    question: str
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    rubrics: int
+    """Live rubrics (not pruned or retired)."""
+    per_stage: dict[Stage, int]
+    """Live rubrics per stage; every stage present."""
+    pinned: int
+    retired: int
+
+
+class QuestionList(BaseModel):
+    questions: list[QuestionSummary]
+    total: int
+    """Questions matching the search, over all pages."""
+    offset: int
+    limit: int
+
+
+class RubricCurationResult(BaseModel):
+    event: CurationEvent
+    rubric: Rubric
+    """The rubric after the change (for `edit`: the new rubric)."""
+    buffer_version: int

@@ -1,7 +1,9 @@
 """Wire models of the miner API."""
 
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Any, Literal
+
+from typing_extensions import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -107,3 +109,8 @@ class NuggetsView(BaseModel):
     job_id: str
     mined_at: datetime
     nuggets: list[MinedNugget]
+
+
+class JobList(BaseModel):
+    jobs: list[JobView]
+    """Newest first."""

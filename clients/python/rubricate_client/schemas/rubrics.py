@@ -46,6 +46,8 @@ class Rubric(RubricSpec):
     """Training step at which it entered the buffer, when the trainer sent one."""
     variance: float | None = None
     """Score variance across the last group that was scored on it (its discrimination)."""
+    pinned: bool = False
+    """Pinned by a person (`POST …/curate`): never pruned while pinned."""
 
 
 class Judgment(BaseModel):
