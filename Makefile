@@ -5,6 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.rubricate-installed
 DEPLOY_TOOLS := $(VENV)/.deploy-tools
+BROWSER := $(VENV)/.browser
+CHROMIUM ?= /usr/bin/chromium
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 # llama-cpp-python compiles from source. Portable CPU flags (as the model-server image uses):
 # a native build (-march=native) picked AVX-512/AMX kernels that crash in llama.cpp's decode on
@@ -61,6 +63,17 @@ $(DEPLOY_TOOLS): deploy/scripts/install_deploy_tools.py | $(STAMP)
 	$(BIN)/python deploy/scripts/install_deploy_tools.py --dest $(BIN)
 	@touch $@
 
+# Debian's Chromium for the console's browser tests (tests/console/test_browser.py drives it
+# with Playwright, from the dev extra, through its executable path: no browser download)
+$(BROWSER): | $(STAMP)
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  echo "==> installing Debian's chromium for the console's browser tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+	$(CHROMIUM) --version
+	@touch $@
+
 # One virtualenv per trainer library, each with the CPU build of PyTorch and the client installed
 # editable (they pin different transformers versions, so none can share the project's .venv).
 # tests/trainers/ drives each library's own reward code in its venv by subprocess. Built once,
@@ -104,11 +117,11 @@ demo: setup  ## score a bundled rollout group on the embedded model, print R, G,
 serve: setup  ## every service in one process on localhost (embedded mode)
 	$(BIN)/rubricate serve all
 
-test: setup $(DEPLOY_TOOLS) $(TRAINER_STAMPS)  ## the whole suite: core, services on PostgreSQL/Redis, e2e on the real model
-	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 $(BIN)/pytest
+test: setup $(DEPLOY_TOOLS) $(TRAINER_STAMPS) $(BROWSER)  ## the whole suite: core, services on PostgreSQL/Redis, e2e on the real model, the console in Chromium
+	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 RUBRICATE_REQUIRE_BROWSER=1 $(BIN)/pytest
 
-test-fast: setup $(DEPLOY_TOOLS) $(TRAINER_STAMPS)  ## everything but the tests that need the real 1.5B model
-	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 $(BIN)/pytest -m "not model"
+test-fast: setup $(DEPLOY_TOOLS) $(TRAINER_STAMPS) $(BROWSER)  ## everything but the tests that need the real 1.5B model
+	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 RUBRICATE_REQUIRE_BROWSER=1 $(BIN)/pytest -m "not model"
 
 PY_DIRS := services clients/python tests benchmarks examples
 

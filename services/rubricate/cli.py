@@ -32,6 +32,7 @@ def _serve(args: argparse.Namespace) -> int:
     from rubricate.common.logging import configure_logging
 
     if args.service == "all":
+        from rubricate.console.settings import ConsoleSettings
         from rubricate.embedded import DEFAULT_PORTS, EmbeddedPlatform
 
         # embedded mode is for people at a terminal: text lines unless RUBRICATE_LOG_FORMAT says
@@ -56,11 +57,14 @@ def _serve(args: argparse.Namespace) -> int:
                 data_dir=Path(args.data_dir), host=args.host, ports=ports
             ) as platform:
                 grpc_at = platform.urls.get("gateway-grpc", "off")
+                gateway_url = f"http://{args.host}:{ports['gateway']}"
                 print(
-                    f"rubricate: embedded platform on http://{args.host}:{ports['gateway']}"
+                    f"rubricate: embedded platform on {gateway_url}"
                     f" (gateway; gRPC {grpc_at}). Ctrl-C to stop.",
                     flush=True,
                 )
+                if ConsoleSettings().enabled:
+                    print(f"rubricate: rubric console on {gateway_url}/console", flush=True)
                 await asyncio.Event().wait()
 
         with contextlib.suppress(KeyboardInterrupt):

@@ -7,11 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
-from typing_extensions import Self
-
 import grpc
 from google.protobuf.message import Message
 from pydantic import BaseModel, ValidationError
+from typing_extensions import Self
 
 from rubricate_client.api import (
     AsyncAPI,

@@ -11,10 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
-from typing_extensions import Self
-
 import httpx
 from pydantic import BaseModel, ValidationError
+from typing_extensions import Self
 
 from rubricate_client.api import (
     AsyncAPI,

@@ -159,10 +159,12 @@ def create_service_app(
     auth: AuthSettings | None = None,
     middleware: Sequence[Middleware] = (),
     body_timeout_s: float | None = None,
+    own_session_prefixes: tuple[str, ...] = (),
 ) -> FastAPI:
     """`middleware` runs inside authentication (it sees the caller's tenant) and the request
     guard (the body has arrived and its text is storable), outermost first.
-    `body_timeout_s`: default RUBRICATE_HTTP_BODY_TIMEOUT_S (60 s)."""
+    `body_timeout_s`: default RUBRICATE_HTTP_BODY_TIMEOUT_S (60 s).
+    `own_session_prefixes`: paths that sign their users in themselves (the console)."""
     app = FastAPI(title=title, lifespan=lifespan, responses=ERROR_RESPONSES)
     install_error_handlers(app)
     # added first = innermost: request ids, limits and latency wrap the authentication
@@ -173,7 +175,12 @@ def create_service_app(
         body_timeout_s=body_timeout_s or HTTPSettings().body_timeout_s,
     )
     app.state.auth = auth or AuthSettings()
-    app.add_middleware(AuthMiddleware, settings=app.state.auth, service=service)
+    app.add_middleware(
+        AuthMiddleware,
+        settings=app.state.auth,
+        service=service,
+        own_session_prefixes=own_session_prefixes,
+    )
     app.add_middleware(RequestContextMiddleware, service=service, max_body_bytes=max_body_bytes)
 
     @app.get("/healthz", tags=["ops"])

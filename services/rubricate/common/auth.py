@@ -66,6 +66,7 @@ _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _STATE_TENANT = "auth_tenant"
 _STATE_SCOPED = "auth_scoped_token"
 _STATE_ACTOR = "auth_actor"
+_STATE_OWN_SESSION = "auth_own_session"
 ACTOR_HEADER: Final = "X-Rubricate-Actor"
 """Who acts, as a service (the console) names the signed-in person; trusted from the
 internal credential and in open mode only, ignored with an API key."""
@@ -221,11 +222,15 @@ class AuthMiddleware:
         settings: AuthSettings,
         service: str | None = None,
         tenant_keys: bool | None = None,
+        own_session_prefixes: tuple[str, ...] = (),
     ) -> None:
         if tenant_keys is None:
             tenant_keys = service not in INTERNAL_SERVICES
         settings.check(tenant_keys=tenant_keys)
         self.app = app
+        self.own_session_prefixes = own_session_prefixes
+        """Paths under these prefixes (the console) sign their users in themselves: no API
+        credential is asked for here, and the tenant limits skip them (`is_own_session`)."""
         self.mode = settings.mode
         self.keys = settings.key_table()
         self.tenant_keys = tenant_keys
@@ -234,6 +239,13 @@ class AuthMiddleware:
         self.internal = token.get_secret_value().encode() if token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and any(
+            scope["path"] == p or scope["path"].startswith(p + "/")
+            for p in self.own_session_prefixes
+        ):
+            scope.setdefault("state", {})[_STATE_OWN_SESSION] = True
+            await self.app(scope, receive, send)
+            return
         if scope["type"] != "http" or self.mode == "open" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
@@ -377,3 +389,9 @@ def request_actor(request: Request) -> str:
         return named
     settings: AuthSettings = getattr(request.app.state, "auth", None) or AuthSettings()
     return "anonymous" if settings.mode == "open" else "service"
+
+
+def is_own_session(scope: Scope) -> bool:
+    """Whether the request is for a path that signs its users in itself (the console)."""
+    state: dict[str, object] = scope.get("state") or {}
+    return state.get(_STATE_OWN_SESSION) is True

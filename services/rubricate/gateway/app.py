@@ -24,6 +24,9 @@ from rubricate.common.upstream import (
     ServiceClient,
     Upstreams,
 )
+from rubricate.console.routes import PREFIX as CONSOLE_PREFIX
+from rubricate.console.routes import router as console_router
+from rubricate.console.settings import ConsoleSettings
 from rubricate.gateway.grpc import start_grpc
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.mining.gateway import routes as miner_routes
@@ -80,6 +83,7 @@ def build_idempotency_store(cfg: GatewaySettings) -> IdempotencyStore:
 
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     cfg = settings or GatewaySettings()
+    console = ConsoleSettings()
     idempotency = build_idempotency_store(cfg)
 
     @asynccontextmanager
@@ -142,10 +146,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             miner_routes.router,
             audit_routes.router,
             token_router,
+            *([console_router] if console.enabled else []),
         ],
         lifespan=lifespan,
         readiness=[("upstreams", _upstreams_ready)],
         max_body_bytes=cfg.max_body_bytes,
+        own_session_prefixes=(CONSOLE_PREFIX,) if console.enabled else (),
         middleware=[
             Middleware(
                 IdempotencyMiddleware,

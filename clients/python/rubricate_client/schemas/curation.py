@@ -7,9 +7,8 @@ for an API key; the console adds the signed-in person's name). A caller cannot c
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from typing_extensions import Self
-
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from typing_extensions import Self
 
 from rubricate_client.schemas.rubrics import RubricSpec
 

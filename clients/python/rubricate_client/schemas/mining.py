@@ -3,9 +3,8 @@
 from datetime import datetime
 from typing import Any, Literal
 
-from typing_extensions import Self
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import Self
 
 from rubricate_client.schemas.nuggets import Importance
 

@@ -1,0 +1,1 @@
+"""The rubric console: see and steer what the judge does, in a browser (docs/console.md)."""

@@ -1,0 +1,121 @@
+"""Line charts as inline SVG, drawn on the server: no script, no chart library.
+
+`line_chart` takes named series of (x, y) points and returns SVG markup. Every piece of text
+(series names, labels) is escaped here, so the markup is safe to insert as is (`Markup`).
+"""
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+
+from markupsafe import Markup
+
+Point = tuple[float, float | None]
+
+PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2")
+
+
+@dataclass(frozen=True)
+class Frame:
+    width: int = 640
+    height: int = 220
+    left: int = 48
+    right: int = 16
+    top: int = 16
+    bottom: int = 36
+
+
+def _ticks(lo: float, hi: float, n: int = 4) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    step = (hi - lo) / n
+    return [lo + i * step for i in range(n + 1)]
+
+
+def _fmt(value: float) -> str:
+    if math.isclose(value, round(value), abs_tol=1e-9):
+        return str(round(value))
+    return f"{value:.2f}"
+
+
+def line_chart(
+    series: Mapping[str, Sequence[Point]],
+    *,
+    title: str,
+    y_range: tuple[float, float] | None = None,
+    x_label: str = "step",
+    frame: Frame = Frame(),
+) -> Markup:
+    """An SVG line chart of `series` (name → points; a None y is a gap). With no point at
+    all, a short note instead of an empty frame."""
+    points: list[tuple[float, float]] = [
+        (x, y) for pts in series.values() for x, y in pts if y is not None
+    ]
+    if not points:
+        return Markup('<p class="empty">{}</p>').format(f"{title}: no data yet")
+    xs = [x for x, _ in points]
+    ys = [y for _, y in points]
+    x_lo, x_hi = min(xs), max(xs)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    y_lo, y_hi = y_range if y_range else (min(ys), max(ys))
+    if y_hi == y_lo:
+        y_lo, y_hi = y_lo - 1, y_hi + 1
+    f = frame
+    plot_w = f.width - f.left - f.right
+    plot_h = f.height - f.top - f.bottom
+
+    def px(x: float) -> float:
+        return f.left + (x - x_lo) / (x_hi - x_lo) * plot_w
+
+    def py(y: float) -> float:
+        return f.top + (1 - (y - y_lo) / (y_hi - y_lo)) * plot_h
+
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {f.width} {f.height}" role="img" '
+        f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+    ]
+    for tick in _ticks(y_lo, y_hi):
+        y = py(tick)
+        parts.append(
+            f'<line x1="{f.left}" y1="{y:.1f}" x2="{f.width - f.right}" y2="{y:.1f}" '
+            'stroke="#e5e7eb" stroke-width="1"/>'
+            f'<text x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" '
+            f'fill="#6b7280">{escape(_fmt(tick))}</text>'
+        )
+    for tick in _ticks(x_lo, x_hi):
+        x = px(tick)
+        parts.append(
+            f'<text x="{x:.1f}" y="{f.height - f.bottom + 16}" text-anchor="middle" '
+            f'font-size="11" fill="#6b7280">{escape(_fmt(tick))}</text>'
+        )
+    parts.append(
+        f'<text x="{f.left + plot_w / 2:.1f}" y="{f.height - 4}" text-anchor="middle" '
+        f'font-size="11" fill="#374151">{escape(x_label)}</text>'
+    )
+    for n, (name, pts) in enumerate(series.items()):
+        color = PALETTE[n % len(PALETTE)]
+        segments: list[list[str]] = [[]]
+        for xv, yv in sorted(pts, key=lambda p: p[0]):
+            if yv is None:
+                segments.append([])
+                continue
+            segments[-1].append(f"{px(xv):.1f},{py(yv):.1f}")
+        for seg in segments:
+            if len(seg) > 1:
+                parts.append(
+                    f'<polyline fill="none" stroke="{color}" stroke-width="2" '
+                    f'points="{" ".join(seg)}"/>'
+                )
+            for coords in seg:
+                cx, cy = coords.split(",")
+                parts.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"/>')
+        parts.append(
+            f'<rect x="{f.left + 8 + n * 150}" y="{f.top - 12}" width="10" height="10" '
+            f'fill="{color}"/><text x="{f.left + 22 + n * 150}" y="{f.top - 3}" '
+            f'font-size="11" fill="#111827">{escape(name)}</text>'
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
