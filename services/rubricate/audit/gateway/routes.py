@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from rubricate.audit.miner.schemas import ReplayIn
+from rubricate.audit.miner.schemas import QUESTION_IDS_TEXT_LEN, ReplayIn, question_id_list
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
 from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams, upstream_failure
@@ -18,11 +18,14 @@ from rubricate_client.endpoints import (
     AUDIT_DELETE,
     AUDIT_GET,
     AUDIT_LIST,
+    AUDIT_QUESTIONS,
     AUDIT_REPLAY,
     AUDIT_REPLAY_JOB,
+    AUDIT_REPLAY_JOBS,
     AUDIT_SETTINGS,
     AUDIT_SETTINGS_PUT,
     AUDIT_SIGNALS,
+    AUDIT_TRAJECTORIES,
     BUFFER_HISTORY,
     RUBRIC_HISTORY_EXPORT,
 )
@@ -32,9 +35,12 @@ from rubricate_client.schemas.audit import (
     AuditSignals,
     AuditTenantSettings,
     AuditView,
+    QuestionAuditList,
     ReplayJob,
+    ReplayJobList,
     ReplayRequest,
     RubricHistory,
+    ScoringTrajectories,
 )
 from rubricate_client.schemas.buffers import BufferView
 from rubricate_client.schemas.rubrics import Rubric
@@ -44,6 +50,11 @@ M = TypeVar("M", bound=BaseModel)
 router = APIRouter(tags=["audit"])
 
 QuestionQuery = Annotated[str | None, Query(min_length=1, max_length=QUESTION_ID_LEN)]
+QuestionIdsQuery = Annotated[str, Query(min_length=1, max_length=QUESTION_IDS_TEXT_LEN)]
+
+REPLAY_JOBS_LIMIT_MAX = 200
+REPLAY_JOBS_LIMIT_DEFAULT = 50
+"""The replay job list's page size (the miner checks the same bounds)."""
 
 
 class MinerAudit:
@@ -114,6 +125,40 @@ async def one(scoring_id: ScoringId, miner: MinerDep, tenant: TenantDep = "defau
     )
 
 
+@router.get(
+    AUDIT_TRAJECTORIES.path,
+    response_model=ScoringTrajectories,
+    summary="The trajectories kept with an audited scoring (null when not kept)",
+)
+async def trajectories(
+    scoring_id: ScoringId, miner: MinerDep, tenant: TenantDep = "default"
+) -> ScoringTrajectories:
+    return await miner.call(
+        "GET",
+        f"/v1/audit/groups/{quote(scoring_id, safe='')}/trajectories",
+        response_model=ScoringTrajectories,
+        tenant=tenant,
+    )
+
+
+@router.get(
+    AUDIT_QUESTIONS.path,
+    response_model=QuestionAuditList,
+    summary="Audit status per question: groups by status, the latest agreement",
+)
+async def questions(
+    question_ids: QuestionIdsQuery, miner: MinerDep, tenant: TenantDep = "default"
+) -> QuestionAuditList:
+    ids = question_id_list(question_ids)
+    return await miner.call(
+        "GET",
+        AUDIT_QUESTIONS.path,
+        response_model=QuestionAuditList,
+        tenant=tenant,
+        params={"question_ids": ",".join(ids)},
+    )
+
+
 @router.delete(AUDIT_DELETE.path, response_model=AuditDeleted, summary="Delete audit records")
 async def remove(
     miner: MinerDep, question_id: QuestionQuery = None, tenant: TenantDep = "default"
@@ -178,6 +223,25 @@ async def replay(
     forwarded = ReplayIn(**body.model_dump(), rubrics=rubrics)
     return await miner.call(
         "POST", AUDIT_REPLAY.path, response_model=ReplayJob, tenant=tenant, body=forwarded
+    )
+
+
+@router.get(
+    AUDIT_REPLAY_JOBS.path,
+    response_model=ReplayJobList,
+    summary="The tenant's replay jobs, newest first (without results)",
+)
+async def replay_jobs(
+    miner: MinerDep,
+    limit: Annotated[int, Query(ge=1, le=REPLAY_JOBS_LIMIT_MAX)] = REPLAY_JOBS_LIMIT_DEFAULT,
+    tenant: TenantDep = "default",
+) -> ReplayJobList:
+    return await miner.call(
+        "GET",
+        AUDIT_REPLAY_JOBS.path,
+        response_model=ReplayJobList,
+        tenant=tenant,
+        params={"limit": str(limit)},
     )
 
 

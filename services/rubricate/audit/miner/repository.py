@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, exists, select, update
+from sqlalchemy import Engine, and_, case, delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from rubricate.audit.domain.sampling import audit_reason
@@ -84,6 +84,28 @@ class ReplayRecord:
             created_at=as_utc(row.created_at),
             finished_at=None if row.finished_at is None else as_utc(row.finished_at),
         )
+
+
+@dataclass(frozen=True)
+class QuestionAuditCounts:
+    """A question's audit records counted by status, and its latest finished audit."""
+
+    question_id: str
+    groups: int
+    done: int
+    failed: int
+    pending: int
+    last_agreement: float | None
+    last_audited_at: datetime | None
+
+
+@dataclass(frozen=True)
+class KeptGroup:
+    """An audit record's kept submission: None when it was not kept or its retention ran
+    out (even before `expire` dropped it)."""
+
+    question_id: str
+    submission: dict[str, Any] | None
 
 
 NO_PROGRESS = {"total": 0, "done": 0, "failed": 0, "unavailable": 0}
@@ -236,6 +258,99 @@ class AuditRepository:
         with unit_of_work(self.engine, write=False) as session:
             return [AuditRecord.of(r) for r in session.scalars(query)]
 
+    def question_audits(
+        self, tenant: str, question_ids: Sequence[str]
+    ) -> list[QuestionAuditCounts]:
+        """Per question with audit records: counts by status and the agreement and time of
+        its latest `done` audit, in one statement (a grouped count joined to each question's
+        latest done record). Questions without records are absent."""
+        if not question_ids:
+            return []
+        scope = (
+            AuditGroupRow.tenant == tenant,
+            AuditGroupRow.question_id.in_(list(question_ids)),
+        )
+
+        def count(status: str) -> Any:
+            return func.sum(case((AuditGroupRow.status == status, 1), else_=0))
+
+        counts = (
+            select(
+                AuditGroupRow.question_id.label("question_id"),
+                func.count().label("groups"),
+                count("done").label("done"),
+                count("failed").label("failed"),
+                count("pending").label("pending"),
+            )
+            .where(*scope)
+            .group_by(AuditGroupRow.question_id)
+            .subquery("counts")
+        )
+        latest = (
+            select(
+                AuditGroupRow.question_id.label("question_id"),
+                AuditGroupRow.result["agreement"].as_float().label("agreement"),
+                AuditGroupRow.finished_at.label("finished_at"),
+                func.row_number()
+                .over(
+                    partition_by=AuditGroupRow.question_id,
+                    order_by=(
+                        AuditGroupRow.finished_at.desc(),
+                        AuditGroupRow.scoring_id.desc(),
+                    ),
+                )
+                .label("rank"),
+            )
+            .where(*scope, AuditGroupRow.status == "done")
+            .subquery("latest")
+        )
+        query = (
+            select(
+                counts.c.question_id,
+                counts.c.groups,
+                counts.c.done,
+                counts.c.failed,
+                counts.c.pending,
+                latest.c.agreement,
+                latest.c.finished_at,
+            )
+            .select_from(counts)
+            .outerjoin(
+                latest,
+                and_(latest.c.question_id == counts.c.question_id, latest.c.rank == 1),
+            )
+            .order_by(counts.c.question_id)
+        )
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.execute(query).all()
+        return [
+            QuestionAuditCounts(
+                question_id=row.question_id,
+                groups=int(row.groups),
+                done=int(row.done or 0),
+                failed=int(row.failed or 0),
+                pending=int(row.pending or 0),
+                last_agreement=None if row.agreement is None else float(row.agreement),
+                last_audited_at=None if row.finished_at is None else as_utc(row.finished_at),
+            )
+            for row in rows
+        ]
+
+    def kept_group(
+        self, tenant: str, scoring_id: str, *, now: datetime | None = None
+    ) -> KeptGroup | None:
+        """The record's kept submission (trajectories); None when there is no record."""
+        query = select(
+            AuditGroupRow.question_id, AuditGroupRow.group, AuditGroupRow.expires_at
+        ).where(AuditGroupRow.tenant == tenant, AuditGroupRow.scoring_id == scoring_id)
+        with unit_of_work(self.engine, write=False) as session:
+            row = session.execute(query).one_or_none()
+        if row is None:
+            return None
+        expired = row.expires_at is not None and as_utc(row.expires_at) <= (now or utcnow())
+        kept = None if expired or row.group is None else dict(row.group)
+        return KeptGroup(question_id=row.question_id, submission=kept)
+
     def recent_steps(
         self, tenant: str, *, question_id: str | None, steps: int
     ) -> list[AuditRecord]:
@@ -338,6 +453,41 @@ class AuditRepository:
             if row is None or (tenant is not None and row.tenant != tenant):
                 return None
             return ReplayRecord.of(row)
+
+    def list_replays(self, tenant: str, *, limit: int = 50) -> list[ReplayRecord]:
+        """The tenant's replay jobs, newest first, without their results (read one job for
+        its result); `params` holds only the judge."""
+        query = (
+            select(
+                AuditReplayRow.id,
+                AuditReplayRow.tenant,
+                AuditReplayRow.state,
+                AuditReplayRow.params["judge"].as_string().label("judge"),
+                AuditReplayRow.progress,
+                AuditReplayRow.error,
+                AuditReplayRow.created_at,
+                AuditReplayRow.finished_at,
+            )
+            .where(AuditReplayRow.tenant == tenant)
+            .order_by(AuditReplayRow.created_at.desc(), AuditReplayRow.id.desc())
+            .limit(limit)
+        )
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.execute(query).all()
+        return [
+            ReplayRecord(
+                id=row.id,
+                tenant=row.tenant,
+                state=row.state,
+                params={} if row.judge is None else {"judge": row.judge},
+                progress=dict(row.progress or {}),
+                result=None,
+                error=row.error,
+                created_at=as_utc(row.created_at),
+                finished_at=None if row.finished_at is None else as_utc(row.finished_at),
+            )
+            for row in rows
+        ]
 
     def update_replay(
         self,

@@ -5,7 +5,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, status
 
-from rubricate.audit.miner.schemas import AuditSubmission, ReplayIn, Submitted
+from rubricate.audit.miner.schemas import (
+    QUESTION_IDS_TEXT_LEN,
+    AuditSubmission,
+    ReplayIn,
+    Submitted,
+    question_id_list,
+)
 from rubricate.audit.miner.service import AuditService
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TenantDep
@@ -17,7 +23,10 @@ from rubricate_client.schemas.audit import (
     AuditSignals,
     AuditTenantSettings,
     AuditView,
+    QuestionAuditList,
     ReplayJob,
+    ReplayJobList,
+    ScoringTrajectories,
 )
 
 STATE_NAME = "audit"
@@ -26,6 +35,10 @@ STATE_NAME = "audit"
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
 QuestionQuery = Annotated[str | None, Query(min_length=1, max_length=QUESTION_ID_LEN)]
+QuestionIdsQuery = Annotated[str, Query(min_length=1, max_length=QUESTION_IDS_TEXT_LEN)]
+
+REPLAY_JOBS_LIMIT_MAX = 200
+REPLAY_JOBS_LIMIT_DEFAULT = 50
 
 
 def get_service(request: Request) -> AuditService:
@@ -70,6 +83,31 @@ async def one(
     return found
 
 
+@router.get(
+    "/groups/{scoring_id}/trajectories",
+    response_model=ScoringTrajectories,
+    summary="The trajectories kept with an audited scoring (null when not kept)",
+)
+async def trajectories(
+    scoring_id: ScoringId, service: ServiceDep, tenant: TenantDep = "default"
+) -> ScoringTrajectories:
+    found = await service.trajectories(tenant, scoring_id)
+    if found is None:
+        raise ServiceError(404, f"no audit record for scoring {scoring_id!r}", type="not_found")
+    return found
+
+
+@router.get(
+    "/questions",
+    response_model=QuestionAuditList,
+    summary="Audit status per question: groups by status, the latest agreement",
+)
+async def questions(
+    question_ids: QuestionIdsQuery, service: ServiceDep, tenant: TenantDep = "default"
+) -> QuestionAuditList:
+    return await service.question_audits(tenant, question_id_list(question_ids))
+
+
 @router.delete("/groups", response_model=AuditDeleted, summary="Delete audit records")
 async def remove(
     service: ServiceDep, question_id: QuestionQuery = None, tenant: TenantDep = "default"
@@ -104,6 +142,15 @@ async def put_settings(
 )
 async def replay(body: ReplayIn, service: ServiceDep, tenant: TenantDep = "default") -> ReplayJob:
     return await service.replay(body, tenant=tenant)
+
+
+@router.get("/replay", response_model=ReplayJobList, summary="The tenant's replay jobs")
+async def replay_jobs(
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=REPLAY_JOBS_LIMIT_MAX)] = REPLAY_JOBS_LIMIT_DEFAULT,
+    tenant: TenantDep = "default",
+) -> ReplayJobList:
+    return await service.replay_jobs(tenant, limit=limit)
 
 
 @router.get("/replay/{job_id}", response_model=ReplayJob, summary="A replay job's progress")

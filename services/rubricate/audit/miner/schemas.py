@@ -4,12 +4,42 @@ scored. Public shapes (audit views, signals, tenant settings) are in
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rubricate.common.errors import ServiceError
 from rubricate.db.limits import QUESTION_ID_LEN
 from rubricate.stagewise.store.schemas import ScoringId
 from rubricate_client.schemas.audit import ReplayRequest
 from rubricate_client.schemas.rubrics import Judgment, Rubric, Stage, TrainingStep
 
 MAX_AUDIT_ROLLOUTS = 1024
+MAX_QUESTION_IDS = 200
+"""Question ids one `GET /v1/audit/questions` may ask about."""
+QUESTION_IDS_TEXT_LEN = MAX_QUESTION_IDS * (QUESTION_ID_LEN + 1)
+"""The longest `question_ids` query value: that many ids and their commas."""
+
+
+def question_id_list(raw: str) -> list[str]:
+    """The ids of a comma-separated `question_ids` (each stripped, repeats dropped, order
+    kept); a 422 naming `question_ids` for an empty id, one too long, or more than
+    `MAX_QUESTION_IDS`."""
+    ids: dict[str, None] = {}
+    for part in raw.split(","):
+        question_id = part.strip()
+        if not question_id or len(question_id) > QUESTION_ID_LEN:
+            raise ServiceError(
+                422,
+                f"each question id is 1 to {QUESTION_ID_LEN} characters, comma-separated",
+                type="validation_error",
+                field="question_ids",
+            )
+        ids[question_id] = None
+        if len(ids) > MAX_QUESTION_IDS:
+            raise ServiceError(
+                422,
+                f"at most {MAX_QUESTION_IDS} question ids at once",
+                type="validation_error",
+                field="question_ids",
+            )
+    return list(ids)
 
 
 class AuditRollout(BaseModel):

@@ -22,6 +22,8 @@ from rubricate.audit.domain.signals import (
 from rubricate.audit.miner.repository import (
     AuditRecord,
     AuditRepository,
+    KeptGroup,
+    QuestionAuditCounts,
     ReplayRecord,
     TenantAuditSettings,
 )
@@ -44,9 +46,13 @@ from rubricate_client.schemas.audit import (
     AuditTenantSettings,
     AuditView,
     GamingCandidateView,
+    QuestionAudit,
+    QuestionAuditList,
     ReplayJob,
+    ReplayJobList,
     ReplayProgress,
     ReplayResult,
+    ScoringTrajectories,
     StepSignals,
 )
 
@@ -190,6 +196,31 @@ def replay_view(job: ReplayRecord) -> ReplayJob:
     )
 
 
+def question_audit_view(counts: QuestionAuditCounts) -> QuestionAudit:
+    return QuestionAudit(
+        question_id=counts.question_id,
+        groups=counts.groups,
+        done=counts.done,
+        failed=counts.failed,
+        pending=counts.pending,
+        last_agreement=counts.last_agreement,
+        last_audited_at=counts.last_audited_at,
+    )
+
+
+def trajectories_view(scoring_id: str, kept: KeptGroup) -> ScoringTrajectories:
+    """Rollout id → trajectory of the kept submission (None when not kept)."""
+    trajectories: dict[str, str] | None = None
+    if kept.submission is not None:
+        trajectories = {
+            str(rollout["id"]): str(rollout["trajectory"])
+            for rollout in kept.submission.get("rollouts", [])
+        }
+    return ScoringTrajectories(
+        scoring_id=scoring_id, question_id=kept.question_id, trajectories=trajectories
+    )
+
+
 def compute_signals(
     records: Sequence[AuditRecord], *, question_id: str | None, settings: AuditSettings
 ) -> AuditSignals:
@@ -324,6 +355,21 @@ class AuditService:
     async def replay_job(self, tenant: str, job_id: str) -> ReplayJob | None:
         job = await asyncio.to_thread(lambda: self.repo.get_replay(job_id, tenant=tenant))
         return None if job is None else replay_view(job)
+
+    async def replay_jobs(self, tenant: str, *, limit: int) -> ReplayJobList:
+        """The tenant's replay jobs, newest first, without results (`replay_job` has it)."""
+        jobs = await asyncio.to_thread(lambda: self.repo.list_replays(tenant, limit=limit))
+        return ReplayJobList(jobs=[replay_view(job) for job in jobs])
+
+    async def question_audits(self, tenant: str, question_ids: list[str]) -> QuestionAuditList:
+        found = await asyncio.to_thread(self.repo.question_audits, tenant, question_ids)
+        order = {question_id: i for i, question_id in enumerate(question_ids)}
+        found.sort(key=lambda counts: order.get(counts.question_id, len(order)))
+        return QuestionAuditList(questions=[question_audit_view(c) for c in found])
+
+    async def trajectories(self, tenant: str, scoring_id: str) -> ScoringTrajectories | None:
+        kept = await asyncio.to_thread(self.repo.kept_group, tenant, scoring_id)
+        return None if kept is None else trajectories_view(scoring_id, kept)
 
     async def tenant_settings(self, tenant: str) -> AuditTenantSettings:
         own = await asyncio.to_thread(self.repo.tenant_settings, tenant)

@@ -14,6 +14,7 @@ from rubricate_client.endpoints import (
     CORPORA_INGEST,
     CORPORA_LIST,
     GET_JOB,
+    JOBS_LIST,
     MINED_NUGGETS,
     NUGGETS_MINE,
 )
@@ -21,6 +22,8 @@ from rubricate_client.schemas.mining import (
     CORPUS_PATTERN,
     CorpusList,
     IngestRequest,
+    JobList,
+    JobStateName,
     JobView,
     MineRequest,
     NuggetsView,
@@ -32,6 +35,10 @@ STATE_NAME = "upstreams"
 """The gateway's upstream clients on `app.state` (built in its lifespan); the miner's is used."""
 
 router = APIRouter(tags=["mining"])
+
+JOBS_LIMIT_MAX = 200
+JOBS_LIMIT_DEFAULT = 50
+"""The job list's page size (the miner checks the same bounds)."""
 
 
 class MinerCalls:
@@ -101,6 +108,19 @@ async def corpora(client: ClientDep, tenant: TenantDep = "default") -> CorpusLis
 async def mine(body: MineRequest, client: ClientDep, tenant: TenantDep = "default") -> JobView:
     return await client.request(
         "POST", "/v1/nuggets/mine", response_model=JobView, tenant=tenant, body=body
+    )
+
+
+@router.get(JOBS_LIST.path, response_model=JobList, summary="The tenant's jobs, newest first")
+async def jobs(
+    client: ClientDep,
+    state: Annotated[JobStateName | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=JOBS_LIMIT_MAX)] = JOBS_LIMIT_DEFAULT,
+    tenant: TenantDep = "default",
+) -> JobList:
+    params = {"limit": str(limit)} | ({"state": state} if state is not None else {})
+    return await client.request(
+        "GET", JOBS_LIST.path, response_model=JobList, tenant=tenant, params=params
     )
 
 

@@ -1,7 +1,7 @@
 """Tables of the miner: corpora, jobs (with the stored search tree) and mined nuggets.
 
 They live on the store's metadata so one Alembic history migrates everything
-(`migrations/versions/0003_mining.py`).
+(`migrations/versions/0003_mining.py`; the job list's index: `0007_console_reads.py`).
 """
 
 from datetime import datetime
@@ -53,6 +53,7 @@ class JobRow(Base):
         ),
         Index("ix_mining_jobs_question", "tenant", "question_hash"),
         Index("ix_mining_jobs_state", "state"),
+        Index("ix_mining_jobs_tenant_created", "tenant", "created_at"),  # the job list
     )
 
     id: Mapped[str] = mapped_column(String(JOB_ID_LEN), primary_key=True)

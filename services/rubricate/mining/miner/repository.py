@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import Engine, select
+from sqlalchemy.orm import defer
 
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
@@ -45,7 +46,10 @@ class JobSnapshot:
     heartbeat_at: datetime | None
 
     @classmethod
-    def of(cls, row: JobRow) -> "JobSnapshot":
+    def of(cls, row: JobRow, *, with_tree: bool = True) -> "JobSnapshot":
+        """`with_tree=False`: the search tree is left out (None), for lists that never
+        show it; the row must then have been loaded without it."""
+
         def utc(v: datetime | None) -> datetime | None:
             return None if v is None else as_utc(v)
 
@@ -58,7 +62,7 @@ class JobSnapshot:
             question=row.question,
             params=dict(row.params or {}),
             progress=dict(row.progress or {}),
-            tree=row.tree,
+            tree=row.tree if with_tree else None,
             result=row.result,
             error=row.error,
             cancel_requested=row.cancel_requested,
@@ -159,6 +163,21 @@ class MinerRepository:
         with unit_of_work(self.engine, write=False) as session:
             row = session.get(JobRow, job_id)
             return None if row is None else JobSnapshot.of(row)
+
+    def list_jobs(
+        self, tenant: str, *, state: JobState | None = None, limit: int = 50
+    ) -> list[JobSnapshot]:
+        """The tenant's jobs (mining and ingestion), newest first, without their trees."""
+        query = (
+            select(JobRow)
+            .options(defer(JobRow.tree, raiseload=True))
+            .where(JobRow.tenant == tenant)
+        )
+        if state is not None:
+            query = query.where(JobRow.state == state)
+        query = query.order_by(JobRow.created_at.desc(), JobRow.id.desc()).limit(limit)
+        with unit_of_work(self.engine, write=False) as session:
+            return [JobSnapshot.of(row, with_tree=False) for row in session.scalars(query)]
 
     def claim(self, job_id: str, *, worker: str, lease_s: float) -> JobSnapshot | None:
         """Take the job to run (or resume) it; None when it is finished, cancelled, or held by

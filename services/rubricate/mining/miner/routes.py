@@ -10,12 +10,17 @@ from rubricate_client.schemas.mining import (
     CORPUS_PATTERN,
     CorpusList,
     IngestRequest,
+    JobList,
+    JobStateName,
     JobView,
     MineRequest,
     NuggetsView,
 )
 
 router = APIRouter(prefix="/v1", tags=["mining"])
+
+JOBS_LIMIT_MAX = 200
+JOBS_LIMIT_DEFAULT = 50
 
 
 def get_service(request: Request) -> MinerService:
@@ -51,6 +56,16 @@ async def corpora(service: ServiceDep, tenant: TenantDep = "default") -> CorpusL
 )
 async def mine(body: MineRequest, service: ServiceDep, tenant: TenantDep = "default") -> JobView:
     return await service.mine(body, tenant=tenant)
+
+
+@router.get("/jobs", response_model=JobList, summary="The tenant's jobs, newest first")
+async def jobs(
+    service: ServiceDep,
+    state: Annotated[JobStateName | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=JOBS_LIMIT_MAX)] = JOBS_LIMIT_DEFAULT,
+    tenant: TenantDep = "default",
+) -> JobList:
+    return await service.jobs(tenant=tenant, state=state, limit=limit)
 
 
 @router.get("/jobs/{job_id}", response_model=JobView, summary="A job's state, progress and result")

@@ -20,6 +20,8 @@ from rubricate_client.schemas.mining import (
     CorpusList,
     CorpusView,
     IngestRequest,
+    JobList,
+    JobStateName,
     JobView,
     MinedNugget,
     MineRequest,
@@ -175,6 +177,13 @@ class MinerService:
 
     async def job(self, job_id: str, *, tenant: str) -> JobView:
         return job_view(await self._job(job_id, tenant=tenant))
+
+    async def jobs(self, *, tenant: str, state: JobStateName | None, limit: int) -> JobList:
+        """The tenant's mining and ingestion jobs, newest first (the console's job list)."""
+        found = await asyncio.to_thread(
+            lambda: self.repo.list_jobs(tenant, state=state, limit=limit)
+        )
+        return JobList(jobs=[job_view(job) for job in found])
 
     async def _job(self, job_id: str, *, tenant: str) -> JobSnapshot:
         job = await asyncio.to_thread(self.repo.get_job, job_id)
