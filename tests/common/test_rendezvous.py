@@ -186,9 +186,7 @@ async def test_the_group_is_scored_without_the_leading_requests_deadline(
 
     lead = asyncio.create_task(leader())
     await asyncio.sleep(0.02)
-    follow = asyncio.create_task(
-        rv.gather("g", entries("b"), expected=2, window_s=30, score=judge)
-    )
+    follow = asyncio.create_task(rv.gather("g", entries("b"), expected=2, window_s=30, score=judge))
     with pytest.raises(TimeoutError):
         await lead
     assert not follow.done()

@@ -115,9 +115,8 @@ HTTP_ONLY = OPERATIONAL | {(e.method, e.path) for e in HTTP_ONLY_ENDPOINTS}
 
 def test_every_gateway_route_is_in_the_endpoint_table_or_declared_http_only() -> None:
     from rubricate.common.dispatch import api_routes
-    from rubricate.gateway.app import create_app
-
     from rubricate.console.routes import PREFIX as CONSOLE
+    from rubricate.gateway.app import create_app
 
     table = {(e.method, e.path) for e in ENDPOINTS}
     served = {

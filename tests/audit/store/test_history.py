@@ -7,7 +7,11 @@ from sqlalchemy import Engine
 
 from rubricate.audit.store import repository
 from rubricate.audit.store.repository import question_history, tenant_history
+from rubricate.stagewise.store.schemas import CurateRubricRequest
 from rubricate.stagewise.store.service import BufferStore
+from rubricate_client.schemas.audit import RubricHistoryEntry
+from rubricate_client.schemas.curation import RubricAction
+from rubricate_client.schemas.rubrics import RubricSpec
 from tests.support.rubrics import rubric
 
 
@@ -52,3 +56,54 @@ def test_the_export_reads_every_question_in_batches(
         ("c", "c1"),
         ("c", "c2"),
     ]
+
+
+def test_the_history_says_who_pinned_retired_and_edited(
+    store: BufferStore, engine: Engine, tenant: str
+) -> None:
+    kept, dropped, edited = rubric("kept"), rubric("dropped"), rubric("edited")
+    store.add(tenant, "q", question="Q?", rubrics=[kept, dropped, edited], step=1)
+
+    def curate(rid: str, action: RubricAction, edit: RubricSpec | None = None) -> str:
+        request = CurateRubricRequest(action=action, author="key:abc", edit=edit)
+        return store.curate(tenant, "q", rid, request)[0].rubric.id
+
+    curate(kept.id, "pin")
+    curate(dropped.id, "retire")
+    spec = RubricSpec(title="edited better", description="The response is edited better.")
+    new_id = curate(edited.id, "edit", spec)
+
+    entries = [e for batch in tenant_history(engine, tenant) for e in batch]
+    by_id = {e.id: e for e in entries}
+    assert [e.id for e in entries] == [kept.id, dropped.id, edited.id, new_id]
+    assert by_id[kept.id].pinned and by_id[kept.id].retired_by is None
+    assert not by_id[dropped.id].pinned and by_id[dropped.id].retired_by == "key:abc"
+    assert by_id[dropped.id].pruned_at is not None and by_id[dropped.id].replaced_by is None
+    assert by_id[edited.id].replaced_by == new_id and by_id[edited.id].retired_by == "key:abc"
+    assert by_id[new_id].created_by == "key:abc" and by_id[new_id].pruned_at is None
+    assert by_id[new_id].title == "edited better" and by_id[kept.id].created_by is None
+
+
+def test_an_entry_without_the_curation_fields_still_parses() -> None:
+    old = {
+        "question_id": "q",
+        "id": "r_1",
+        "stage": "plan",
+        "title": "t",
+        "description": "d",
+        "weight": 2,
+        "polarity": "positive",
+        "origin": "active",
+        "added_step": None,
+        "added_at": "2026-01-01T00:00:00Z",
+        "pruned_step": None,
+        "pruned_at": None,
+        "variance": None,
+    }
+    entry = RubricHistoryEntry.model_validate(old)
+    assert (entry.pinned, entry.retired_by, entry.replaced_by, entry.created_by) == (
+        False,
+        None,
+        None,
+        None,
+    )

@@ -1,3 +1,5 @@
+from collections.abc import Iterator
+
 import pytest
 
 from rubricate.reflections.domain.bank import (
@@ -86,7 +88,7 @@ def test_windowed_curriculum_replays_each_window_within_episode() -> None:
 
 
 def test_curriculum_default_window_is_three_and_is_lazy() -> None:
-    def endless():  # type: ignore[no-untyped-def]
+    def endless() -> Iterator[int]:
         n = 0
         while True:
             n += 1

@@ -3,6 +3,7 @@
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,10 +19,11 @@ from rubricate.reflections.store.snapshots import (
     SnapshotNotFoundError,
     SnapshotStore,
 )
-from rubricate.stagewise.store.schemas import ScoredRollout, ScoringIn
+from rubricate.stagewise.store.schemas import ScoringIn
 from rubricate.stagewise.store.service import BufferStore
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.rubrics import Judgment, RubricView
+from rubricate_client.schemas.scorings import ScoredRollout
 from tests.support.rubrics import ids, rubric
 
 QUESTION = "Why was the Mars Climate Orbiter lost?"
@@ -263,8 +265,8 @@ def test_a_bad_import_is_refused_whole(
     bank: BankStore,
     snapshots: SnapshotStore,
     tenant: str,
-    mutate,
-    field: str,  # type: ignore[no-untyped-def]
+    mutate: Callable[[list[str]], list[str]],
+    field: str,
 ) -> None:
     _fill(bank, BufferStore(engine), tenant)
     snapshots.create(tenant, 30)

@@ -4,9 +4,8 @@ audit settings, replay jobs (docs/audit.md)."""
 from datetime import datetime
 from typing import Annotated, Literal
 
-from typing_extensions import Self
-
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from typing_extensions import Self
 
 from rubricate_client.schemas.limits import QUESTION_ID_LEN, SCORING_ID_LEN
 from rubricate_client.schemas.rubrics import Stage, TrainingStep
@@ -241,6 +240,15 @@ class RubricHistoryEntry(BaseModel):
     variance: float | None
     """Its score variance over the last group scored on it: when pruned, the variance it
     was pruned for."""
+    pinned: bool = False
+    """Pinned by a person: never pruned while pinned."""
+    retired_by: str | None = None
+    """Who retired it (or edited it into another rubric); a retired rubric has `pruned_at`
+    set and never returns to the buffer."""
+    replaced_by: str | None = None
+    """The id of the rubric an edit replaced it with."""
+    created_by: str | None = None
+    """The person whose edit created it; None for generated and dataset rubrics."""
 
 
 class RubricHistory(BaseModel):

@@ -27,7 +27,8 @@ class BankItem(BaseModel):
     created_at: datetime
     updated_at: datetime
     version: int
-    """1 when first written, +1 per replacement."""
+    """1 when first written, +1 per write of the item (a replacement, a person's curation, a
+    snapshot restore); each version is in the item's history (`BankItemHistory`)."""
 
 
 class RetrievedItem(BankItem):

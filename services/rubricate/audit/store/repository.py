@@ -1,6 +1,7 @@
 """The rubric history of the judge rubric buffers (blocking; call from a thread). The buffer
 keeps pruned rubrics with when and at which step they were pruned (`rubrics.pruned_at`), so
-every rubric that was ever in a buffer is there to read."""
+every rubric that was ever in a buffer is there to read, with who pinned, retired or edited
+it (`rubrics.pinned_at`, `retired_by`, `replaced_by`, `created_by`)."""
 
 from collections.abc import Iterator
 
@@ -29,6 +30,10 @@ def _entry(row: RubricRow) -> RubricHistoryEntry:
         pruned_step=row.pruned_step,
         pruned_at=None if row.pruned_at is None else as_utc(row.pruned_at),
         variance=row.variance,
+        pinned=row.pinned_at is not None,
+        retired_by=row.retired_by,
+        replaced_by=row.replaced_by,
+        created_by=row.created_by,
     )
 
 

@@ -1,5 +1,6 @@
 """The agent rubric bank's policy (RubricEM §3.4, App. D.5, D.6.3): which reflection a
-question keeps, and the `<reference_examples>` blocks that inject retrieved items into the
+question keeps, which items retrieval may return (human curation: issue 19), what a person's
+edit may hold, and the `<reference_examples>` blocks that inject retrieved items into the
 policy's prompt. Storage and vector search live in the store service."""
 
 from collections.abc import Mapping, Sequence
@@ -7,9 +8,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from rubricate.reflections.domain.reflection import CATEGORIES
+from rubricate_client.errors import DomainError
 from rubricate_client.schemas.bank import DEFAULT_RETRIEVE_K as DEFAULT_RETRIEVE_K
 from rubricate_client.schemas.bank import MAX_RETRIEVE_K as MAX_RETRIEVE_K
 from rubricate_client.schemas.bank import RetrievalMode
+from rubricate_client.schemas.curation import BankAction, BankStatus
 
 # RubricEM App. D.6.3: the two preambles (our wording). Within-episode signals direct
 # self-improvement; cross-episode signals analogical transfer without copying.
@@ -47,6 +50,51 @@ def replaces(*, new_step: int | None, stored_step: int | None) -> bool:
     if new_step is None or stored_step is None:
         return True
     return new_step >= stored_step
+
+
+def accepts_reflections(status: BankStatus) -> bool:
+    """Whether a question's item takes newer reflections: not once a person retired it (a
+    retired question's reflections never enter the bank again)."""
+    return status != "retired"
+
+
+def retrievable(status: BankStatus, *, require_approval: bool) -> bool:
+    """Whether retrieval may return an item: never a retired one; with `require_approval`,
+    only one a person approved."""
+    if status == "retired":
+        return False
+    return status == "approved" or not require_approval
+
+
+def curation_conflict(status: BankStatus, action: BankAction) -> str | None:
+    """Why `action` cannot apply to an item of `status` (None: it can). Retirement is final:
+    a retired item is neither approved, edited nor retired again."""
+    if status != "retired":
+        return None
+    verb = {"approve": "approved", "edit": "edited", "retire": "retired again"}[action]
+    return f"the bank item is retired and cannot be {verb}"
+
+
+def check_edit(
+    rubrics: Mapping[str, Sequence[str]] | None, takeaways: Sequence[str] | None
+) -> None:
+    """A person's edit keeps an item usable: rubrics in the four categories (App. D.6.1),
+    each with a line, and at least one takeaway. Raises DomainError."""
+    if rubrics is not None:
+        if not rubrics:
+            raise DomainError("rubrics: give at least one category", field="rubrics")
+        for category, lines in rubrics.items():
+            if category not in CATEGORIES:
+                raise DomainError(
+                    f"rubrics: unknown category {category!r} (one of {', '.join(CATEGORIES)})",
+                    field=f"rubrics.{category}",
+                )
+            if not lines:
+                raise DomainError(
+                    f"rubrics: category {category!r} has no lines", field=f"rubrics.{category}"
+                )
+    if takeaways is not None and not takeaways:
+        raise DomainError("takeaways: give at least one", field="takeaways")
 
 
 def render_rubrics(rubrics: Mapping[str, Sequence[str]]) -> str:

@@ -1,18 +1,25 @@
-"""The gateway's reflection-reward and rubric-bank routes: parse, call the service, respond."""
+"""The gateway's reflection-reward and rubric-bank routes, and the stored-scoring reads:
+parse, call the service (or forward to the store), respond."""
 
 from collections.abc import Awaitable
 from typing import Annotated, TypeVar
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from rubricate.common.auth import request_actor
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
 from rubricate.common.upstream import UpstreamError, upstream_failure
 from rubricate.reflections.gateway.bank_proxy import BankProxy
 from rubricate.reflections.gateway.service import ReflectionService
+from rubricate.reflections.store.schemas import BankCurationIn
 from rubricate_client.constants import MAX_STEP
 from rubricate_client.endpoints import (
     BANK_ITEM,
+    BANK_ITEM_CURATE,
+    BANK_ITEM_HISTORY,
+    BANK_ITEMS_LIST,
     BANK_RESTORE,
     BANK_RETRIEVE,
     BANK_SNAPSHOT,
@@ -21,8 +28,13 @@ from rubricate_client.endpoints import (
     BANK_SNAPSHOTS,
     BANK_STATS,
     REFLECTIONS_SCORE,
+    SCORING_GET,
+    SCORINGS_LIST,
 )
 from rubricate_client.schemas.bank import (
+    BankItemCurationResult,
+    BankItemHistory,
+    BankItemList,
     BankStats,
     RestoreRequest,
     RestoreResponse,
@@ -31,12 +43,15 @@ from rubricate_client.schemas.bank import (
     SnapshotList,
     SnapshotRequest,
 )
+from rubricate_client.schemas.curation import BankItemCurationRequest, BankStatus
+from rubricate_client.schemas.limits import QUESTION_ID_LEN, SCORING_ID_LEN
 from rubricate_client.schemas.reflections import (
     BankRetrieveRequest,
     BankRetrieveResponse,
     ReflectionScoreRequest,
     ReflectionScoreResponse,
 )
+from rubricate_client.schemas.scorings import ScoringList, StoredScoring
 
 router = APIRouter(tags=["reflections"])
 STATE_NAME = "reflections"
@@ -57,6 +72,7 @@ def get_proxy(request: Request) -> BankProxy:
 
 ServiceDep = Annotated[ReflectionService, Depends(get_service)]
 ProxyDep = Annotated[BankProxy, Depends(get_proxy)]
+QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 
 
 async def _upstream(call: Awaitable[T]) -> T:
@@ -94,7 +110,7 @@ async def retrieve(
     summary="The bank's item for a question hash (sha256 of the normalized question)",
 )
 async def get_item(
-    question_hash: Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")],
+    question_hash: QuestionHashPath,
     service: ServiceDep,
     tenant: TenantDep = "default",
 ) -> RetrievedItem:
@@ -103,6 +119,122 @@ async def get_item(
             "GET",
             f"/v1/bank/items/{question_hash}",
             response_model=RetrievedItem,
+            headers={TENANT_HEADER: tenant},
+        )
+    )
+
+
+@router.get(
+    BANK_ITEMS_LIST.path,
+    response_model=BankItemList,
+    summary="The tenant's bank items with their review state, the most recently updated first",
+)
+async def list_items(
+    service: ServiceDep,
+    tenant: TenantDep = "default",
+    status: Annotated[BankStatus | None, Query()] = None,
+    search: Annotated[
+        str | None, Query(max_length=1000, description="a part of the question, any case")
+    ] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> BankItemList:
+    params = {"offset": str(offset), "limit": str(limit)}
+    if status is not None:
+        params["status"] = status
+    if search:
+        params["search"] = search
+    return await _upstream(
+        service.store.request(
+            "GET",
+            "/v1/bank/items",
+            params=params,
+            response_model=BankItemList,
+            headers={TENANT_HEADER: tenant},
+        )
+    )
+
+
+@router.post(
+    BANK_ITEM_CURATE.path,
+    response_model=BankItemCurationResult,
+    summary="Approve, edit or retire a bank item; the caller is recorded as its author",
+)
+async def curate_item(
+    question_hash: QuestionHashPath,
+    body: BankItemCurationRequest,
+    request: Request,
+    service: ServiceDep,
+    tenant: TenantDep = "default",
+) -> BankItemCurationResult:
+    internal = BankCurationIn(**body.model_dump(), author=request_actor(request))
+    return await _upstream(
+        service.store.request(
+            "POST",
+            f"/v1/bank/items/{question_hash}/curate",
+            json=internal.model_dump(mode="json"),
+            response_model=BankItemCurationResult,
+            headers={TENANT_HEADER: tenant},
+            retry=False,  # not twice: a second approval is a second version
+        )
+    )
+
+
+@router.get(
+    BANK_ITEM_HISTORY.path,
+    response_model=BankItemHistory,
+    summary="Every version of a bank item (who did what, when), oldest first",
+)
+async def item_history(
+    question_hash: QuestionHashPath, service: ServiceDep, tenant: TenantDep = "default"
+) -> BankItemHistory:
+    return await _upstream(
+        service.store.request(
+            "GET",
+            f"/v1/bank/items/{question_hash}/history",
+            response_model=BankItemHistory,
+            headers={TENANT_HEADER: tenant},
+        )
+    )
+
+
+@router.get(
+    SCORINGS_LIST.path,
+    response_model=ScoringList,
+    summary="A question's latest stored scorings: every rollout's judgments and justifications",
+)
+async def list_scorings(
+    service: ServiceDep,
+    question_id: Annotated[str, Query(min_length=1, max_length=QUESTION_ID_LEN)],
+    tenant: TenantDep = "default",
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> ScoringList:
+    return await _upstream(
+        service.store.request(
+            "GET",
+            "/v1/scorings",
+            params={"question_id": question_id, "limit": str(limit)},
+            response_model=ScoringList,
+            headers={TENANT_HEADER: tenant},
+        )
+    )
+
+
+@router.get(
+    SCORING_GET.path,
+    response_model=StoredScoring,
+    summary="One stored scoring (unknown or expired: 404)",
+)
+async def get_scoring(
+    scoring_id: Annotated[str, Path(min_length=1, max_length=SCORING_ID_LEN)],
+    service: ServiceDep,
+    tenant: TenantDep = "default",
+) -> StoredScoring:
+    return await _upstream(
+        service.store.request(
+            "GET",
+            f"/v1/scorings/{quote(scoring_id, safe='')}",
+            response_model=StoredScoring,
             headers={TENANT_HEADER: tenant},
         )
     )

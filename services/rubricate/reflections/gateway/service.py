@@ -44,7 +44,6 @@ from rubricate.reflections.store.schemas import (
     RetrieveResponse,
 )
 from rubricate.reflections.verifier.schemas import ReflectionScoresRequest, ReflectionScoresResponse
-from rubricate.stagewise.store.schemas import Scoring
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.reflections import (
     BankRetrieveRequest,
@@ -58,6 +57,7 @@ from rubricate_client.schemas.reflections import (
     UseScoresOut,
 )
 from rubricate_client.schemas.rubrics import Stage
+from rubricate_client.schemas.scorings import StoredScoring
 from rubricate_client.schemas.stagewise import (
     RubricOut,
     Timing,
@@ -203,7 +203,7 @@ class ReflectionService:
             scoring = await self.store.request(
                 "GET",
                 f"/v1/scorings/{quote(request.scoring_id, safe='')}",
-                response_model=Scoring,
+                response_model=StoredScoring,
                 headers=headers,
                 clock=clock,
             )
@@ -433,7 +433,7 @@ def inline_evidence(given: StagewiseEvidence) -> list[Evidence]:
 
 
 def stored_evidence(
-    scoring: Scoring, request: ReflectionScoreRequest
+    scoring: StoredScoring, request: ReflectionScoreRequest
 ) -> tuple[dict[Stage, float] | None, list[Evidence]]:
     if question_hash(scoring.question) != question_hash(request.question):
         raise DomainError(

@@ -6,7 +6,9 @@ question's embedding, and the local index lives in memory, rebuilt from those st
 when the store first uses the bank (no re-embedding; local mode's on-disk storage commits one
 point at a time, far too slow to restore 100k items, and locks its folder to one process).
 Every point carries its tenant and question hash, and no search crosses tenants. The point
-id derives from (tenant, question hash), so writing a question twice keeps one point.
+id derives from (tenant, question hash), so writing a question twice keeps one point. A
+retired item's point is removed; the store also checks every hit against the database, so a
+stale point is never returned.
 Blocking API: call it from a worker thread in async code.
 """
 
@@ -32,7 +34,7 @@ class BankSettings(BaseSettings):
     """Bank settings (env prefix RUBRICATE_).
 
     Env: RUBRICATE_QDRANT_URL, RUBRICATE_QDRANT_API_KEY, RUBRICATE_BANK_COLLECTION,
-    RUBRICATE_SCORING_RETENTION_S.
+    RUBRICATE_SCORING_RETENTION_S, RUBRICATE_BANK_REQUIRE_APPROVAL.
     """
 
     model_config = SettingsConfigDict(env_prefix="RUBRICATE_", extra="ignore")
@@ -43,6 +45,9 @@ class BankSettings(BaseSettings):
     bank_collection: str = Field(default="rubricate_bank", pattern=r"^[A-Za-z0-9_\-]+$")
     scoring_retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """How long stored stagewise scorings stay referable by id."""
+    bank_require_approval: bool = False
+    """Retrieve only items a person approved (otherwise pending ones too; a retired item is
+    never retrieved)."""
 
 
 def encode_vector(vector: Sequence[float]) -> bytes:
@@ -184,6 +189,19 @@ class BankIndex:
         with self._op(tenant) as name:
             found = self.client.retrieve(name, ids=[point_id(tenant, question_hash)])
         return bool(found)
+
+    def delete(self, tenant: str, question_hashes: Sequence[str]) -> None:
+        """Remove the points of `question_hashes` of `tenant` (absent ones are no error)."""
+        if not question_hashes:
+            return
+        with self._op(tenant) as name:
+            self.client.delete(
+                name,
+                points_selector=models.PointIdsList(
+                    points=[point_id(tenant, h) for h in question_hashes]
+                ),
+                wait=True,
+            )
 
     def delete_tenant(self, tenant: str) -> None:
         if not self.server:

@@ -1,5 +1,6 @@
 """Tables of the agent rubric bank (RubricEM §3.4), its snapshots, and the stored
-stagewise scorings that `/v1/reflections/score` may reference by id. Migration: 0002."""
+stagewise scorings that `/v1/reflections/score` may reference by id. Migrations: 0002, 0006
+(review status, item versions, the listing's indexes)."""
 
 from datetime import datetime
 from typing import Any, Literal
@@ -21,15 +22,23 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from rubricate.db.base import Base, utcnow
 from rubricate.db.limits import QUESTION_ID_LEN, SCORING_ID_LEN, TENANT_LEN
+from rubricate_client.schemas.curation import BankStatus
 
 QUESTION_HASH_LEN = 64
+AUTHOR_LEN = 200
+"""Room for `common.auth.request_actor` (at most 200 characters)."""
 SnapshotKind = Literal["bank", "buffer"]
+VersionAction = Literal["accepted", "replaced", "approve", "edit", "retire", "restored"]
 
 
 class BankItemRow(Base):
     """The bank's one item per (tenant, question): the best accepted reflection so far."""
 
     __tablename__ = "bank_items"
+    __table_args__ = (
+        CheckConstraint("status IN ('pending', 'approved', 'retired')", name="status"),
+        Index("ix_bank_items_updated", "tenant", "updated_at"),
+    )
 
     tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
     question_hash: Mapped[str] = mapped_column(String(QUESTION_HASH_LEN), primary_key=True)
@@ -50,14 +59,55 @@ class BankItemRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     version: Mapped[int] = mapped_column(Integer, default=1)
-    """1 on insert, incremented by every replacement."""
+    """The item's latest row in `bank_item_versions`: +1 per write (a replacement, a
+    curation, a restore)."""
+    status: Mapped[BankStatus] = mapped_column(
+        String(16), default="pending", server_default="pending"
+    )
+    """`pending` until a person approves it; `retired` for good (never retrieved)."""
+    reviewed_by: Mapped[str | None] = mapped_column(String(AUTHOR_LEN))
+    """Who approved or retired it (None while pending)."""
+    reviewed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class BankItemVersionRow(Base):
+    """One version of a bank item, appended by every write of it: what it said after
+    `action`, by whom and when. Not tied to `bank_items` by a foreign key: an item's history
+    outlives the item (a restore may remove it)."""
+
+    __tablename__ = "bank_item_versions"
+    __table_args__ = (
+        CheckConstraint(
+            "action IN ('accepted', 'replaced', 'approve', 'edit', 'retire', 'restored')",
+            name="action",
+        ),
+        CheckConstraint("status IN ('pending', 'approved', 'retired')", name="status"),
+    )
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
+    question_hash: Mapped[str] = mapped_column(String(QUESTION_HASH_LEN), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    action: Mapped[VersionAction] = mapped_column(String(16))
+    author: Mapped[str | None] = mapped_column(String(AUTHOR_LEN))
+    """None for the platform's own writes (accepted, replaced, restored)."""
+    reason: Mapped[str | None] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    status: Mapped[BankStatus] = mapped_column(String(16))
+    rubrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    takeaways: Mapped[list[str]] = mapped_column(JSON)
+    reflection: Mapped[str] = mapped_column(Text)
+    score: Mapped[float] = mapped_column(Float)
+    step: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class StagewiseScoringRow(Base):
     """What a `/v1/stagewise/score` call judged, kept for reference by `scoring_id`."""
 
     __tablename__ = "stagewise_scorings"
-    __table_args__ = (Index("ix_stagewise_scorings_created_at", "created_at"),)
+    __table_args__ = (
+        Index("ix_stagewise_scorings_created_at", "created_at"),
+        Index("ix_stagewise_scorings_question", "tenant", "question_id", "created_at"),
+    )
 
     tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
     scoring_id: Mapped[str] = mapped_column(String(SCORING_ID_LEN), primary_key=True)

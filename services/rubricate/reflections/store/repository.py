@@ -1,33 +1,67 @@
-"""The bank in the database: items (one per tenant and question) and stored stagewise scorings.
+"""The bank in the database: items (one per tenant and question), their versions, and stored
+stagewise scorings.
 
-Synchronous; each method is one transaction. A write to a question's item is a single
-`INSERT … ON CONFLICT DO UPDATE … WHERE <newer>` statement, so concurrent writers to the
-same question serialize on its row and the newest step wins whatever the arrival order
-(RubricEM App. D.5; the rule is `core.bank.replaces`).
+Synchronous; each method is one transaction. An offer inserts the question's item (a no-op
+when one exists) or else locks the item's row and applies the newer-wins rule
+(`domain.bank.replaces`) under that lock, so concurrent writers to the same question
+serialize on its row and the newest step wins whatever the arrival order (RubricEM App. D.5).
+Every write of an item (an accepted reflection, a person's curation, a snapshot restore)
+appends the item as it then is to `bank_item_versions`, under the item's next version.
 """
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Literal
 
-from sqlalchemy import Engine, delete, func, or_, select, update
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
-from rubricate.reflections.domain.bank import replaces
-from rubricate.reflections.store.models import BankItemRow, StagewiseScoringRow
-from rubricate.reflections.store.schemas import BankItemIn
-from rubricate.stagewise.store.schemas import Scoring, ScoringIn
-from rubricate_client.schemas.bank import BankItem
+from rubricate.reflections.domain.bank import (
+    accepts_reflections,
+    check_edit,
+    curation_conflict,
+    replaces,
+)
+from rubricate.reflections.store.models import (
+    BankItemRow,
+    BankItemVersionRow,
+    StagewiseScoringRow,
+    VersionAction,
+)
+from rubricate.reflections.store.schemas import BankCurationIn, BankItemIn
+from rubricate.stagewise.store.schemas import ScoringIn
+from rubricate_client.schemas.bank import (
+    BankItem,
+    BankItemHistory,
+    BankItemList,
+    BankItemVersion,
+    BankItemView,
+)
+from rubricate_client.schemas.curation import BankStatus, CurationEvent
+from rubricate_client.schemas.scorings import StoredScoring
 
 log = logging.getLogger("rubricate.reflections.store.repository")
 
+OfferResult = Literal["accepted", "replaced", "kept", "retired"]
+"""`kept`: the stored item is from a newer step; `retired`: a person retired the question's
+item, which takes no reflections any more."""
+
 
 class ScoringExistsError(ValueError):
+    pass
+
+
+class BankItemNotFoundError(LookupError):
+    pass
+
+
+class BankItemConflictError(ValueError):
     pass
 
 
@@ -42,8 +76,18 @@ class StoredVector:
 
 @dataclass(frozen=True)
 class OfferOutcome:
-    written: bool
-    item: BankItem
+    result: OfferResult
+    item: BankItemView
+
+    @property
+    def written(self) -> bool:
+        return self.result in ("accepted", "replaced")
+
+
+@dataclass(frozen=True)
+class Curated:
+    event: CurationEvent
+    item: BankItemView
 
 
 def to_item(row: BankItemRow) -> BankItem:
@@ -59,6 +103,90 @@ def to_item(row: BankItemRow) -> BankItem:
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
         version=row.version,
+    )
+
+
+def to_view(row: BankItemRow) -> BankItemView:
+    return BankItemView(
+        **to_item(row).model_dump(),
+        status=row.status,
+        reviewed_by=row.reviewed_by,
+        reviewed_at=None if row.reviewed_at is None else as_utc(row.reviewed_at),
+    )
+
+
+def record_version(
+    session: Session,
+    row: BankItemRow,
+    action: VersionAction,
+    *,
+    at: datetime,
+    author: str | None = None,
+    reason: str | None = None,
+) -> None:
+    """Append `row` as it is now to its history, under its current version."""
+    session.add(
+        BankItemVersionRow(
+            tenant=row.tenant,
+            question_hash=row.question_hash,
+            version=row.version,
+            action=action,
+            author=author,
+            reason=reason,
+            at=at,
+            status=row.status,
+            rubrics=row.rubrics,
+            takeaways=row.takeaways,
+            reflection=row.reflection,
+            score=row.score,
+            step=row.step,
+        )
+    )
+
+
+def last_versions(
+    session: Session, tenant: str, hashes: Sequence[str] | None = None
+) -> dict[str, int]:
+    """The highest version in the history of each of `hashes` (every question of the tenant
+    when None) that has one."""
+    stmt = (
+        select(BankItemVersionRow.question_hash, func.max(BankItemVersionRow.version))
+        .where(BankItemVersionRow.tenant == tenant)
+        .group_by(BankItemVersionRow.question_hash)
+    )
+    if hashes is not None:
+        if not hashes:
+            return {}
+        stmt = stmt.where(BankItemVersionRow.question_hash.in_(list(hashes)))
+    return {h: int(v) for h, v in session.execute(stmt)}
+
+
+def _version_view(row: BankItemVersionRow) -> BankItemVersion:
+    return BankItemVersion(
+        version=row.version,
+        action=row.action,
+        author=row.author,
+        reason=row.reason,
+        at=as_utc(row.at),
+        status=row.status,
+        rubrics=row.rubrics,
+        takeaways=row.takeaways,
+        reflection=row.reflection,
+        score=row.score,
+        step=row.step,
+    )
+
+
+def _scoring(row: StagewiseScoringRow) -> StoredScoring:
+    return StoredScoring.model_validate(
+        {
+            **row.payload,
+            "scoring_id": row.scoring_id,
+            "question_id": row.question_id,
+            "question": row.question,
+            "step": row.step,
+            "created_at": as_utc(row.created_at),
+        }
     )
 
 
@@ -78,9 +206,9 @@ class BankStore:
         embedding_model: str | None = None,
     ) -> OfferOutcome:
         """Write `item` (with its question's embedding, if computed) unless the stored one
-        comes from a newer step."""
+        comes from a newer step or was retired. A replaced item is `pending` again."""
         now = utcnow()
-        values = {
+        values: dict[str, object] = {
             "tenant": tenant,
             "question_hash": question_hash,
             "question": item.question,
@@ -94,114 +222,215 @@ class BankStore:
             "embedding_model": embedding_model,
             "created_at": now,
             "updated_at": now,
-            "version": 1,
+            "status": "pending",
         }
         with unit_of_work(self.engine, write=True) as session:
-            written = self._upsert(session, values)
-            row = session.get(BankItemRow, (tenant, question_hash), populate_existing=True)
-            if row is None:  # pragma: no cover - written or kept just above, in this transaction
-                raise LookupError(question_hash)
-            stored = to_item(row)
+            result, row = self._offer(session, values, now=now)
+            stored = to_view(row)
         log.info(
-            "bank.offered tenant=%s question_hash=%s step=%s written=%s version=%d",
+            "bank.offered tenant=%s question_hash=%s step=%s result=%s version=%d",
             tenant,
             question_hash[:12],
             item.step,
-            written,
+            result,
             stored.version,
         )
-        return OfferOutcome(written=written, item=stored)
+        return OfferOutcome(result=result, item=stored)
 
-    def _upsert(self, session: Session, values: dict[str, object]) -> bool:
-        dialect = session.get_bind().dialect.name
-        if dialect not in ("postgresql", "sqlite"):
-            return self._upsert_portable(session, values)
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        stmt = insert(BankItemRow).values(values)
-        excluded = stmt.excluded
-        # core.bank.replaces, as SQL: the stored row is replaced unless it has a newer step
-        newer = or_(
-            excluded.step.is_(None),
-            BankItemRow.step.is_(None),
-            excluded.step >= BankItemRow.step,
-        )
-        upsert = stmt.on_conflict_do_update(
-            index_elements=[BankItemRow.tenant, BankItemRow.question_hash],
-            set_={
-                "question": excluded.question,
-                "rubrics": excluded.rubrics,
-                "takeaways": excluded.takeaways,
-                "reflection": excluded.reflection,
-                "score": excluded.score,
-                "step": excluded.step,
-                "provenance": excluded.provenance,
-                "embedding": func.coalesce(excluded.embedding, BankItemRow.embedding),
-                "embedding_model": func.coalesce(
-                    excluded.embedding_model, BankItemRow.embedding_model
-                ),
-                "updated_at": excluded.updated_at,
-                "version": BankItemRow.version + 1,
-            },
-            where=newer,
-        ).returning(BankItemRow.version)
-        return session.execute(upsert).first() is not None
-
-    def _upsert_portable(self, session: Session, values: dict[str, object]) -> bool:
-        key = (values["tenant"], values["question_hash"])
-        row = session.get(BankItemRow, key, with_for_update=True)
-        if row is None:
-            session.add(BankItemRow(**values))
+    def _offer(
+        self, session: Session, values: dict[str, object], *, now: datetime
+    ) -> tuple[OfferResult, BankItemRow]:
+        tenant, qhash = str(values["tenant"]), str(values["question_hash"])
+        for _ in range(3):
+            # the first write of a question: its version follows any history it has (a
+            # restore may have removed an earlier item of the same question)
+            version = last_versions(session, tenant, [qhash]).get(qhash, 0) + 1
+            if self._insert_new(session, {**values, "version": version}):
+                row = self._locked(session, tenant, qhash)
+                if row is None:  # pragma: no cover - inserted just above, in this transaction
+                    raise LookupError(qhash)
+                record_version(session, row, "accepted", at=now)
+                session.flush()
+                return "accepted", row
+            row = self._locked(session, tenant, qhash)
+            if row is None:  # removed (a restore) after our insert found it: insert again
+                continue
+            if not accepts_reflections(row.status):
+                return "retired", row
+            new_step = values["step"]
+            if not replaces(
+                new_step=new_step if isinstance(new_step, int) else None, stored_step=row.step
+            ):
+                return "kept", row
+            for name in ("question", "rubrics", "takeaways", "reflection", "score", "step"):
+                setattr(row, name, values[name])
+            row.provenance = values["provenance"]  # type: ignore[assignment]
+            if values["embedding"] is not None:
+                row.embedding = values["embedding"]  # type: ignore[assignment]
+                row.embedding_model = values["embedding_model"]  # type: ignore[assignment]
+            row.updated_at = now
+            row.status = "pending"
+            row.reviewed_by = None
+            row.reviewed_at = None
+            row.version += 1
+            record_version(session, row, "replaced", at=now)
             session.flush()
-            return True
-        new_step = values["step"]
-        if not replaces(
-            new_step=new_step if isinstance(new_step, int) else None, stored_step=row.step
-        ):
+            return "replaced", row
+        raise RuntimeError(f"bank item {qhash[:12]} changed under three offers in a row")
+
+    def _insert_new(self, session: Session, values: dict[str, object]) -> bool:
+        """Insert the item unless the question has one (then nothing): whether it did."""
+        dialect = session.get_bind().dialect.name
+        if dialect in ("postgresql", "sqlite"):
+            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+            stmt = (
+                insert(BankItemRow)
+                .values(values)
+                .on_conflict_do_nothing(
+                    index_elements=[BankItemRow.tenant, BankItemRow.question_hash]
+                )
+                .returning(BankItemRow.version)
+            )
+            return session.execute(stmt).first() is not None
+        key = (values["tenant"], values["question_hash"])
+        if session.get(BankItemRow, key, with_for_update=True) is not None:
             return False
-        for name in ("question", "rubrics", "takeaways", "reflection", "score", "step"):
-            setattr(row, name, values[name])
-        row.provenance = values["provenance"]  # type: ignore[assignment]
-        if values["embedding"] is not None:
-            row.embedding = values["embedding"]  # type: ignore[assignment]
-            row.embedding_model = values["embedding_model"]  # type: ignore[assignment]
-        row.updated_at = values["updated_at"]  # type: ignore[assignment]
-        row.version += 1
+        session.add(BankItemRow(**values))
         session.flush()
         return True
 
-    def get(self, tenant: str, question_hash: str) -> BankItem | None:
+    @staticmethod
+    def _locked(session: Session, tenant: str, question_hash: str) -> BankItemRow | None:
+        stmt = (
+            select(BankItemRow)
+            .where(BankItemRow.tenant == tenant, BankItemRow.question_hash == question_hash)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+        return session.scalars(stmt).first()
+
+    def curate(self, tenant: str, question_hash: str, request: BankCurationIn) -> Curated:
+        """Approve, edit or retire the item. Raises BankItemNotFoundError (no such item),
+        BankItemConflictError (it is retired), DomainError (an edit it cannot hold)."""
+        if request.action == "edit":
+            check_edit(request.rubrics, request.takeaways)
+        now = utcnow()
+        with unit_of_work(self.engine, write=True) as session:
+            row = self._locked(session, tenant, question_hash)
+            if row is None:
+                raise BankItemNotFoundError(f"no bank item for {question_hash}")
+            conflict = curation_conflict(row.status, request.action)
+            if conflict is not None:
+                raise BankItemConflictError(conflict)
+            if request.action == "edit":
+                if request.rubrics is not None:
+                    row.rubrics = {k: list(v) for k, v in request.rubrics.items()}
+                if request.takeaways is not None:
+                    row.takeaways = list(request.takeaways)
+            else:
+                row.status = "approved" if request.action == "approve" else "retired"
+                row.reviewed_by = request.author
+                row.reviewed_at = now
+            row.version += 1
+            row.updated_at = now
+            record_version(
+                session, row, request.action, at=now, author=request.author, reason=request.reason
+            )
+            session.flush()
+            item = to_view(row)
+        log.info(
+            "bank.curated tenant=%s question_hash=%s action=%s author=%s version=%d",
+            tenant,
+            question_hash[:12],
+            request.action,
+            request.author,
+            item.version,
+        )
+        event = CurationEvent(
+            target="bank_item",
+            subject=question_hash,
+            action=request.action,
+            author=request.author,
+            reason=request.reason,
+            at=now,
+            detail={"version": item.version},
+        )
+        return Curated(event=event, item=item)
+
+    def history(self, tenant: str, question_hash: str) -> BankItemHistory | None:
+        """Every version of the item, oldest first (None: the question never had one)."""
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.scalars(
+                select(BankItemVersionRow)
+                .where(
+                    BankItemVersionRow.tenant == tenant,
+                    BankItemVersionRow.question_hash == question_hash,
+                )
+                .order_by(BankItemVersionRow.version)
+            ).all()
+            if not rows:
+                return None
+            return BankItemHistory(
+                question_hash=question_hash, versions=[_version_view(r) for r in rows]
+            )
+
+    def list_items(
+        self,
+        tenant: str,
+        *,
+        status: BankStatus | None = None,
+        search: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> BankItemList:
+        """One page of the tenant's items, the most recently updated first; `search` is a
+        case-insensitive substring of the question."""
+        where = [BankItemRow.tenant == tenant]
+        if status is not None:
+            where.append(BankItemRow.status == status)
+        if search:
+            where.append(BankItemRow.question.icontains(search, autoescape=True))
+        with unit_of_work(self.engine, write=False) as session:
+            total = session.scalar(select(func.count()).select_from(BankItemRow).where(*where))
+            rows = session.scalars(
+                select(BankItemRow)
+                .where(*where)
+                .order_by(BankItemRow.updated_at.desc(), BankItemRow.question_hash)
+                .offset(offset)
+                .limit(limit)
+            ).all()
+            return BankItemList(
+                items=[to_view(r) for r in rows], total=int(total or 0), offset=offset, limit=limit
+            )
+
+    def get(self, tenant: str, question_hash: str) -> BankItemView | None:
         with unit_of_work(self.engine, write=False) as session:
             row = session.get(BankItemRow, (tenant, question_hash))
-            return None if row is None else to_item(row)
+            return None if row is None else to_view(row)
 
-    def get_many(self, tenant: str, hashes: Sequence[str]) -> dict[str, BankItem]:
+    def get_many(self, tenant: str, hashes: Sequence[str]) -> dict[str, BankItemView]:
         if not hashes:
             return {}
         with unit_of_work(self.engine, write=False) as session:
             stmt = select(BankItemRow).where(
                 BankItemRow.tenant == tenant, BankItemRow.question_hash.in_(list(hashes))
             )
-            return {row.question_hash: to_item(row) for row in session.scalars(stmt)}
-
-    def questions(self, tenant: str) -> list[tuple[str, str]]:
-        """(question hash, question) of every item of `tenant` (to rebuild the index)."""
-        with unit_of_work(self.engine, write=False) as session:
-            stmt = (
-                select(BankItemRow.question_hash, BankItemRow.question)
-                .where(BankItemRow.tenant == tenant)
-                .order_by(BankItemRow.question_hash)
-            )
-            return [(h, q) for h, q in session.execute(stmt)]
+            return {row.question_hash: to_view(row) for row in session.scalars(stmt)}
 
     def embeddings(self, tenant: str | None = None) -> list[StoredVector]:
-        """Every item's question and stored embedding (all tenants when `tenant` is None)."""
-        stmt = select(
-            BankItemRow.tenant,
-            BankItemRow.question_hash,
-            BankItemRow.question,
-            BankItemRow.embedding,
-            BankItemRow.embedding_model,
-        ).order_by(BankItemRow.tenant, BankItemRow.question_hash)
+        """The question and stored embedding of every item that retrieval may ever return
+        (all but retired ones), of `tenant` or of every tenant when it is None."""
+        stmt = (
+            select(
+                BankItemRow.tenant,
+                BankItemRow.question_hash,
+                BankItemRow.question,
+                BankItemRow.embedding,
+                BankItemRow.embedding_model,
+            )
+            .where(BankItemRow.status != "retired")
+            .order_by(BankItemRow.tenant, BankItemRow.question_hash)
+        )
         if tenant is not None:
             stmt = stmt.where(BankItemRow.tenant == tenant)
         with unit_of_work(self.engine, write=False) as session:
@@ -228,7 +457,7 @@ class BankStore:
 
     # --- stored stagewise scorings --------------------------------------------------------
 
-    def put_scoring(self, tenant: str, scoring: ScoringIn, *, retention_s: float) -> Scoring:
+    def put_scoring(self, tenant: str, scoring: ScoringIn, *, retention_s: float) -> StoredScoring:
         """Keep a stagewise scoring for reference by id; scorings older than the retention
         are deleted on the way. Raises ScoringExistsError for a duplicate id."""
         now = utcnow()
@@ -254,20 +483,25 @@ class BankStore:
                 session.flush()
         except IntegrityError as exc:
             raise ScoringExistsError(scoring.scoring_id) from exc
-        return Scoring(**scoring.model_dump(), created_at=now)
+        return StoredScoring(**scoring.model_dump(), created_at=now)
 
-    def get_scoring(self, tenant: str, scoring_id: str) -> Scoring | None:
+    def get_scoring(self, tenant: str, scoring_id: str) -> StoredScoring | None:
         with unit_of_work(self.engine, write=False) as session:
             row = session.get(StagewiseScoringRow, (tenant, scoring_id))
-            if row is None:
-                return None
-            return Scoring.model_validate(
-                {
-                    "scoring_id": row.scoring_id,
-                    "question_id": row.question_id,
-                    "question": row.question,
-                    "step": row.step,
-                    "created_at": as_utc(row.created_at),
-                    **row.payload,
-                }
-            )
+            return None if row is None else _scoring(row)
+
+    def list_scorings(self, tenant: str, question_id: str, *, limit: int) -> list[StoredScoring]:
+        """A question's latest stored scorings, newest first."""
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.scalars(
+                select(StagewiseScoringRow)
+                .where(
+                    StagewiseScoringRow.tenant == tenant,
+                    StagewiseScoringRow.question_id == question_id,
+                )
+                .order_by(
+                    StagewiseScoringRow.created_at.desc(), StagewiseScoringRow.scoring_id.desc()
+                )
+                .limit(limit)
+            ).all()
+            return [_scoring(r) for r in rows]

@@ -12,8 +12,13 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TenantDep
 from rubricate.db.limits import SCORING_ID_LEN
-from rubricate.reflections.store.repository import ScoringExistsError
+from rubricate.reflections.store.repository import (
+    BankItemConflictError,
+    BankItemNotFoundError,
+    ScoringExistsError,
+)
 from rubricate.reflections.store.schemas import (
+    BankCurationIn,
     BankItemIn,
     OfferResponse,
     RetrieveRequest,
@@ -21,10 +26,13 @@ from rubricate.reflections.store.schemas import (
 )
 from rubricate.reflections.store.service import BankService, IndexUnavailableError
 from rubricate.reflections.store.snapshots import SnapshotExistsError, SnapshotNotFoundError
-from rubricate.stagewise.store.schemas import Scoring, ScoringIn
+from rubricate.stagewise.store.schemas import ScoringIn
 from rubricate_client.constants import MAX_STEP
 from rubricate_client.headers import DEFAULT_TENANT
 from rubricate_client.schemas.bank import (
+    BankItemCurationResult,
+    BankItemHistory,
+    BankItemList,
     BankStats,
     RestoreRequest,
     RestoreResponse,
@@ -33,6 +41,9 @@ from rubricate_client.schemas.bank import (
     SnapshotList,
     SnapshotRequest,
 )
+from rubricate_client.schemas.curation import BankStatus
+from rubricate_client.schemas.limits import QUESTION_ID_LEN
+from rubricate_client.schemas.scorings import ScoringList, StoredScoring
 
 router = APIRouter(prefix="/v1", tags=["bank"])
 STATE_NAME = "bank"
@@ -48,6 +59,8 @@ def get_bank(request: Request) -> BankService:
 BankDep = Annotated[BankService, Depends(get_bank)]
 QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 ScoringIdPath = Annotated[str, Path(min_length=1, max_length=SCORING_ID_LEN)]
+MAX_BANK_PAGE = 200
+MAX_SCORINGS_PAGE = 100
 
 
 class ReindexResponse(BaseModel):
@@ -80,6 +93,10 @@ async def _guard(call: Awaitable[T]) -> T:
         raise ServiceError(
             409, f"scoring {exc} exists", type="conflict", field="scoring_id"
         ) from exc
+    except BankItemNotFoundError as exc:
+        raise ServiceError(404, str(exc), type="not_found", field="question_hash") from exc
+    except BankItemConflictError as exc:
+        raise ServiceError(409, str(exc), type="conflict", field="action") from exc
 
 
 @router.post("/bank/items", response_model=OfferResponse, summary="Offer an accepted reflection")
@@ -87,6 +104,54 @@ async def offer(
     body: BankItemIn, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> OfferResponse:
     return await _guard(bank.offer(tenant, body))
+
+
+@router.get(
+    "/bank/items",
+    response_model=BankItemList,
+    summary="The tenant's bank items, the most recently updated first",
+)
+async def list_items(
+    bank: BankDep,
+    tenant: TenantDep = DEFAULT_TENANT,
+    status: Annotated[BankStatus | None, Query()] = None,
+    search: Annotated[str | None, Query(max_length=1000)] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_BANK_PAGE)] = 50,
+) -> BankItemList:
+    return await _guard(
+        bank.list_items(tenant, status=status, search=search, offset=offset, limit=limit)
+    )
+
+
+@router.post(
+    "/bank/items/{question_hash}/curate",
+    response_model=BankItemCurationResult,
+    summary="Approve, edit or retire a bank item (the author comes in the body)",
+)
+async def curate_item(
+    question_hash: QuestionHashPath,
+    body: BankCurationIn,
+    bank: BankDep,
+    tenant: TenantDep = DEFAULT_TENANT,
+) -> BankItemCurationResult:
+    return await _guard(bank.curate(tenant, question_hash, body))
+
+
+@router.get(
+    "/bank/items/{question_hash}/history",
+    response_model=BankItemHistory,
+    summary="Every version of a bank item, oldest first",
+)
+async def item_history(
+    question_hash: QuestionHashPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> BankItemHistory:
+    found = await _guard(bank.history(tenant, question_hash))
+    if found is None:
+        raise ServiceError(
+            404, f"no bank item for {question_hash}", type="not_found", field="question_hash"
+        )
+    return found
 
 
 @router.get(
@@ -194,20 +259,34 @@ async def import_snapshot(
 
 @router.post(
     "/scorings",
-    response_model=Scoring,
+    response_model=StoredScoring,
     status_code=201,
     summary="Keep a stagewise scoring for reference by id",
 )
 async def put_scoring(
     body: ScoringIn, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
-) -> Scoring:
+) -> StoredScoring:
     return await _guard(bank.put_scoring(tenant, body))
 
 
-@router.get("/scorings/{scoring_id}", response_model=Scoring)
+@router.get(
+    "/scorings",
+    response_model=ScoringList,
+    summary="A question's latest stored scorings, newest first",
+)
+async def list_scorings(
+    bank: BankDep,
+    question_id: Annotated[str, Query(min_length=1, max_length=QUESTION_ID_LEN)],
+    tenant: TenantDep = DEFAULT_TENANT,
+    limit: Annotated[int, Query(ge=1, le=MAX_SCORINGS_PAGE)] = 20,
+) -> ScoringList:
+    return ScoringList(scorings=await _guard(bank.list_scorings(tenant, question_id, limit=limit)))
+
+
+@router.get("/scorings/{scoring_id}", response_model=StoredScoring)
 async def get_scoring(
     scoring_id: ScoringIdPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
-) -> Scoring:
+) -> StoredScoring:
     found = await _guard(bank.get_scoring(tenant, scoring_id))
     if found is None:
         raise ServiceError(

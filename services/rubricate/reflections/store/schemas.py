@@ -15,15 +15,18 @@ from rubricate.reflections.domain.reflection import (
 from rubricate_client.schemas.bank import (
     DEFAULT_RETRIEVE_K,
     MAX_RETRIEVE_K,
-    BankItem,
+    BankItemView,
     RetrievalMode,
     RetrievedItem,
 )
+from rubricate_client.schemas.curation import BankItemCurationRequest
 from rubricate_client.schemas.rubrics import TrainingStep
 
 QuestionText = Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
 QuestionHash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Line = Annotated[str, StringConstraints(min_length=1, max_length=MAX_REFLECTION_CHARS)]
+Author = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+"""`common.auth.request_actor`, set by the gateway (at most 200 characters)."""
 
 
 class BankItemIn(BaseModel):
@@ -46,12 +49,20 @@ class BankItemIn(BaseModel):
 
 class OfferResponse(BaseModel):
     written: bool
-    """False when the bank holds a reflection from a newer step (it is kept)."""
+    """False when the bank holds a reflection from a newer step (it is kept), or when a
+    person retired the question's item (a retired question takes no reflections)."""
     reason: str
-    item: BankItem
+    item: BankItemView
     """The bank's item for the question after the offer."""
     indexed: bool
     """Whether the question's embedding is in the vector index (cross-episode retrieval)."""
+
+
+class BankCurationIn(BankItemCurationRequest):
+    """A person's approval, edit or retirement of a bank item, with its author (the gateway
+    sets it from the caller's credential)."""
+
+    author: Author
 
 
 class RetrieveRequest(BaseModel):

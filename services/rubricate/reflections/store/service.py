@@ -17,18 +17,31 @@ from sqlalchemy import Engine
 from rubricate.common.cache import Cache
 from rubricate.common.embeddings import Embedder, EmbeddingSettings, shared_embedder
 from rubricate.core.normalize import question_hash
+from rubricate.reflections.domain.bank import retrievable
 from rubricate.reflections.store.index import BankIndex, BankSettings, decode_vector, encode_vector
-from rubricate.reflections.store.repository import BankStore
+from rubricate.reflections.store.repository import BankStore, Curated, OfferOutcome
 from rubricate.reflections.store.schemas import (
+    BankCurationIn,
     BankItemIn,
     OfferResponse,
     RetrieveRequest,
     RetrieveResponse,
 )
 from rubricate.reflections.store.snapshots import SnapshotStore
-from rubricate.stagewise.store.schemas import Scoring, ScoringIn
+from rubricate.stagewise.store.schemas import ScoringIn
 from rubricate.stagewise.store.service import cache_key
-from rubricate_client.schemas.bank import BankStats, RestoreResponse, RetrievedItem, SnapshotInfo
+from rubricate_client.schemas.bank import (
+    BankItemCurationResult,
+    BankItemHistory,
+    BankItemList,
+    BankItemView,
+    BankStats,
+    RestoreResponse,
+    RetrievedItem,
+    SnapshotInfo,
+)
+from rubricate_client.schemas.curation import BankStatus
+from rubricate_client.schemas.scorings import StoredScoring
 
 log = logging.getLogger("rubricate.reflections.store.repository")
 
@@ -40,8 +53,26 @@ BANK_RETRIEVE_LATENCY = Histogram(
 )
 
 
+MAX_SEARCH_LIMIT = 4096
+"""The most index hits one cross-episode retrieval reads while it skips items that retrieval
+may not return (pending ones when approval is required, a stale retired point)."""
+
+
 class IndexUnavailableError(RuntimeError):
     """The embedding model or the vector index failed (cross-episode retrieval needs both)."""
+
+
+def _retrieved(item: BankItemView, similarity: float | None = None) -> RetrievedItem:
+    fields = item.model_dump(exclude={"status", "reviewed_by", "reviewed_at"})
+    return RetrievedItem(**fields, similarity=similarity)
+
+
+def _offer_reason(outcome: OfferOutcome, step: int | None) -> str:
+    if outcome.written:
+        return "written"
+    if outcome.result == "retired":
+        return "the question's bank item is retired: its reflections are not taken any more"
+    return f"kept the item of step {outcome.item.step}, newer than step {step}"
 
 
 class BankService:
@@ -162,23 +193,31 @@ class BankService:
                 embedding_model=model,
             )
         )
-        indexed = await asyncio.to_thread(self._index_one, tenant, qhash, vector)
-        reason = (
-            "written"
-            if outcome.written
-            else f"kept the item of step {outcome.item.step}, newer than step {item.step}"
+        indexed = outcome.item.status != "retired" and await asyncio.to_thread(
+            self._index_one, tenant, qhash, vector
         )
+        if outcome.result == "retired":
+            log.info(
+                "bank.offer_refused tenant=%s question_hash=%s reason=retired", tenant, qhash[:12]
+            )
         return OfferResponse(
-            written=outcome.written, reason=reason, item=outcome.item, indexed=indexed
+            written=outcome.written,
+            reason=_offer_reason(outcome, item.step),
+            item=outcome.item,
+            indexed=indexed,
         )
 
     async def get(self, tenant: str, qhash: str) -> RetrievedItem | None:
         item = await asyncio.to_thread(self.store.get, tenant, qhash)
-        return None if item is None else RetrievedItem(**item.model_dump())
+        return None if item is None else _retrieved(item)
+
+    def _retrievable(self, item: BankItemView) -> bool:
+        return retrievable(item.status, require_approval=self.settings.bank_require_approval)
 
     async def retrieve(self, tenant: str, request: RetrieveRequest) -> RetrieveResponse:
         """Within: the item of the same normalized question (exact hash). Cross: the top-k
-        items of other questions by embedding inner product (App. D.5)."""
+        items of other questions by embedding inner product (App. D.5). Either way only
+        items that may be retrieved (`domain.bank.retrievable`): never a retired one."""
         with BANK_RETRIEVE_LATENCY.labels(request.mode).time():
             return await self._retrieve(tenant, request)
 
@@ -186,24 +225,36 @@ class BankService:
         qhash = question_hash(request.question)
         if request.mode == "within":
             item = await asyncio.to_thread(self.store.get, tenant, qhash)
-            items = [] if item is None else [RetrievedItem(**item.model_dump())]
+            ok = item is not None and self._retrievable(item)
+            items = [_retrieved(item)] if item is not None and ok else []
             return RetrieveResponse(mode="within", question_hash=qhash, items=items)
-        hits = await asyncio.to_thread(self._search, tenant, request.question, qhash, request.k)
-        found = await asyncio.to_thread(self.store.get_many, tenant, [h for h, _ in hits])
-        items = [
-            RetrievedItem(**found[h].model_dump(), similarity=score)
-            for h, score in hits
-            if h in found  # an index point whose item a restore removed is skipped
-        ]
+        items = await asyncio.to_thread(self._cross, tenant, request.question, qhash, request.k)
         return RetrieveResponse(mode="cross", question_hash=qhash, items=items)
 
-    def _search(self, tenant: str, question: str, qhash: str, k: int) -> list[tuple[str, float]]:
+    def _cross(self, tenant: str, question: str, qhash: str, k: int) -> list[RetrievedItem]:
+        """The top-k retrievable items: hits are checked against the database (a point whose
+        item a restore removed, or that is retired, is skipped), and the search widens until
+        k are found or the index has no more."""
         embedder, index = self._vectors()
         try:
             vector = embedder.embed([question])[0]
-            return index.search(tenant, vector, k=k, exclude_hash=qhash)
         except Exception as exc:
             raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+        limit = k
+        while True:
+            try:
+                hits = index.search(tenant, vector, k=limit, exclude_hash=qhash)
+            except Exception as exc:
+                raise IndexUnavailableError(f"{type(exc).__name__}: {exc}") from exc
+            found = self.store.get_many(tenant, [h for h, _ in hits])
+            items = [
+                _retrieved(found[h], score)
+                for h, score in hits
+                if h in found and self._retrievable(found[h])
+            ]
+            if len(items) >= k or len(hits) < limit or limit >= MAX_SEARCH_LIMIT:
+                return items[:k]
+            limit = min(MAX_SEARCH_LIMIT, limit * 4)
 
     async def stats(self, tenant: str) -> BankStats:
         items = await asyncio.to_thread(self.store.count, tenant)
@@ -229,6 +280,45 @@ class BankService:
         n = await asyncio.to_thread(rebuild)
         log.info("bank.reindexed tenant=%s items=%d", tenant, n)
         return n
+
+    # --- curation -------------------------------------------------------------------------
+
+    async def curate(
+        self, tenant: str, qhash: str, request: BankCurationIn
+    ) -> BankItemCurationResult:
+        """A person's approval, edit or retirement; a retired item's point leaves the index
+        (best effort: retrieval checks every hit against the database anyway)."""
+        curated: Curated = await asyncio.to_thread(self.store.curate, tenant, qhash, request)
+        if request.action == "retire":
+            await asyncio.to_thread(self._unindex, tenant, qhash)
+        return BankItemCurationResult(event=curated.event, item=curated.item)
+
+    def _unindex(self, tenant: str, qhash: str) -> None:
+        try:
+            _, index = self._vectors()
+            index.delete(tenant, [qhash])
+        except Exception as exc:
+            log.warning(
+                "bank.unindex_failed tenant=%s question_hash=%s error=%s", tenant, qhash[:12], exc
+            )
+
+    async def history(self, tenant: str, qhash: str) -> BankItemHistory | None:
+        return await asyncio.to_thread(self.store.history, tenant, qhash)
+
+    async def list_items(
+        self,
+        tenant: str,
+        *,
+        status: BankStatus | None,
+        search: str | None,
+        offset: int,
+        limit: int,
+    ) -> BankItemList:
+        return await asyncio.to_thread(
+            lambda: self.store.list_items(
+                tenant, status=status, search=search, offset=offset, limit=limit
+            )
+        )
 
     # --- snapshots ------------------------------------------------------------------------
 
@@ -262,15 +352,22 @@ class BankService:
 
     # --- stored scorings ------------------------------------------------------------------
 
-    async def put_scoring(self, tenant: str, scoring: ScoringIn) -> Scoring:
+    async def put_scoring(self, tenant: str, scoring: ScoringIn) -> StoredScoring:
         return await asyncio.to_thread(
             lambda: self.store.put_scoring(
                 tenant, scoring, retention_s=self.settings.scoring_retention_s
             )
         )
 
-    async def get_scoring(self, tenant: str, scoring_id: str) -> Scoring | None:
+    async def get_scoring(self, tenant: str, scoring_id: str) -> StoredScoring | None:
         return await asyncio.to_thread(self.store.get_scoring, tenant, scoring_id)
+
+    async def list_scorings(
+        self, tenant: str, question_id: str, *, limit: int
+    ) -> list[StoredScoring]:
+        return await asyncio.to_thread(
+            lambda: self.store.list_scorings(tenant, question_id, limit=limit)
+        )
 
 
 def build_bank_service(

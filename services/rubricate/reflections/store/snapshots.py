@@ -3,6 +3,10 @@ restore the bank of the same global step as the model weights on resume).
 
 A snapshot's header and entries are written in one transaction, so no reader ever sees a
 partial snapshot; a restore replaces the tenant's bank and buffers in one transaction too.
+A bank entry holds the item's review state (`status`, `reviewed_by`, `reviewed_at`; an older
+snapshot without it restores its items as `pending`). Each restored item gets a version above
+any in its history and a `restored` history row. Retirement is final: an item that a person
+retired stays retired through a restore of a snapshot taken before.
 Export/import is JSONL: a header line, then one line per bank item or question buffer.
 """
 
@@ -22,11 +26,18 @@ from sqlalchemy.orm import Session
 from rubricate.common.errors import field_path
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
-from rubricate.reflections.store.models import BankItemRow, BankSnapshotEntryRow, BankSnapshotRow
+from rubricate.reflections.store.models import (
+    BankItemRow,
+    BankItemVersionRow,
+    BankSnapshotEntryRow,
+    BankSnapshotRow,
+)
+from rubricate.reflections.store.repository import last_versions, record_version
 from rubricate.reflections.store.schemas import SnapshotHeader, SnapshotRecord
 from rubricate.stagewise.store.models import QuestionRow, RubricRow
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.bank import SnapshotInfo
+from rubricate_client.schemas.curation import BankStatus
 from rubricate_client.schemas.rubrics import Origin, Polarity, Stage
 
 log = logging.getLogger("rubricate.reflections.store.repository")
@@ -58,6 +69,10 @@ class BankPayload(BaseModel):
     embedding: str | None = None
     """The question's stored embedding, base64 float32 (so a restore need not re-embed)."""
     embedding_model: str | None = None
+    status: BankStatus = "pending"
+    """Absent from snapshots taken before bank curation: those items restore as pending."""
+    reviewed_by: str | None = None
+    reviewed_at: datetime | None = None
 
 
 class RubricPayload(BaseModel):
@@ -76,6 +91,13 @@ class RubricPayload(BaseModel):
     created_at: datetime
     pruned_at: datetime | None
     pruned_step: int | None
+    # human curation (absent from older snapshots): a pin or a retirement survives a restore
+    pinned_at: datetime | None = None
+    pinned_by: str | None = None
+    retired_at: datetime | None = None
+    retired_by: str | None = None
+    replaced_by: str | None = None
+    created_by: str | None = None
 
 
 class BufferPayload(BaseModel):
@@ -131,6 +153,9 @@ def _bank_payload(row: BankItemRow) -> dict[str, Any]:
         version=row.version,
         embedding=None if row.embedding is None else base64.b64encode(row.embedding).decode(),
         embedding_model=row.embedding_model,
+        status=row.status,
+        reviewed_by=row.reviewed_by,
+        reviewed_at=None if row.reviewed_at is None else as_utc(row.reviewed_at),
     ).model_dump(mode="json")
 
 
@@ -155,10 +180,33 @@ def _buffer_payload(question: QuestionRow, rubrics: list[RubricRow]) -> dict[str
                 created_at=as_utc(r.created_at),
                 pruned_at=None if r.pruned_at is None else as_utc(r.pruned_at),
                 pruned_step=r.pruned_step,
+                pinned_at=None if r.pinned_at is None else as_utc(r.pinned_at),
+                pinned_by=r.pinned_by,
+                retired_at=None if r.retired_at is None else as_utc(r.retired_at),
+                retired_by=r.retired_by,
+                replaced_by=r.replaced_by,
+                created_by=r.created_by,
             )
             for r in rubrics
         ],
     ).model_dump(mode="json")
+
+
+def _retired(
+    session: Session, tenant: str, latest: dict[str, int]
+) -> dict[str, tuple[str | None, datetime | None]]:
+    """The tenant's questions whose item a person retired (by, at): the last version in
+    their history (`latest`) is retired. Retirement is final, so no later version undoes it."""
+    rows = session.scalars(
+        select(BankItemVersionRow).where(
+            BankItemVersionRow.tenant == tenant, BankItemVersionRow.status == "retired"
+        )
+    ).all()
+    return {
+        r.question_hash: (r.author, as_utc(r.at))
+        for r in rows
+        if latest.get(r.question_hash) == r.version
+    }
 
 
 def _consistent_reads(session: Session) -> None:
@@ -295,20 +343,30 @@ class SnapshotStore:
             questions: list[QuestionRow] = []
             rubrics: list[RubricRow] = []
             items: list[BankItemRow] = []
+            bank_entries = [e for e in entries if e.kind == "bank"]
+            versions = last_versions(session, tenant)
+            retired = _retired(session, tenant, versions)
+            for entry in bank_entries:
+                b = BankPayload.model_validate(entry.payload)
+                row = BankItemRow(
+                    tenant=tenant,
+                    question_hash=entry.key,
+                    **b.model_dump(
+                        exclude={"created_at", "updated_at", "embedding", "reviewed_at", "version"}
+                    ),
+                    embedding=_decode_blob(b.embedding),
+                    created_at=b.created_at,
+                    updated_at=b.updated_at,
+                    reviewed_at=b.reviewed_at,
+                    version=max(b.version, versions.get(entry.key, 0)) + 1,
+                )
+                if entry.key in retired:
+                    row.status = "retired"
+                    row.reviewed_by, row.reviewed_at = retired[entry.key]
+                items.append(row)
+                bank.append((entry.key, b.question))
             for entry in entries:
                 if entry.kind == "bank":
-                    b = BankPayload.model_validate(entry.payload)
-                    items.append(
-                        BankItemRow(
-                            tenant=tenant,
-                            question_hash=entry.key,
-                            **b.model_dump(exclude={"created_at", "updated_at", "embedding"}),
-                            embedding=_decode_blob(b.embedding),
-                            created_at=b.created_at,
-                            updated_at=b.updated_at,
-                        )
-                    )
-                    bank.append((entry.key, b.question))
                     continue
                 buf = BufferPayload.model_validate(entry.payload)
                 restored_questions.add(entry.key)
@@ -327,6 +385,8 @@ class SnapshotStore:
                     for r in buf.rubrics
                 )
             session.add_all(items)
+            for row in items:
+                record_version(session, row, "restored", at=now)
             session.add_all(questions)
             session.flush()
             session.add_all(rubrics)

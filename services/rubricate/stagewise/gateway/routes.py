@@ -2,8 +2,9 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 
+from rubricate.common.auth import request_actor
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
 from rubricate.common.upstream import UpstreamError, upstream_failure
 from rubricate.stagewise.domain.ssgrpo import (
@@ -12,9 +13,30 @@ from rubricate.stagewise.domain.ssgrpo import (
     validate_lambda,
     validate_scores,
 )
+from rubricate.stagewise.gateway.curation import BufferCuration
 from rubricate.stagewise.gateway.service import StagewiseService
-from rubricate_client.endpoints import GET_BUFFER, STAGEWISE_ADVANTAGES, STAGEWISE_SCORE
-from rubricate_client.schemas.buffers import BufferView
+from rubricate.stagewise.store.schemas import (
+    MAX_SEARCH_CHARS,
+    QUESTIONS_PAGE_DEFAULT,
+    QUESTIONS_PAGE_MAX,
+    QuestionQuery,
+)
+from rubricate_client.endpoints import (
+    GET_BUFFER,
+    QUESTIONS_LIST,
+    RUBRIC_CURATE,
+    RUBRIC_CURATIONS,
+    STAGEWISE_ADVANTAGES,
+    STAGEWISE_SCORE,
+)
+from rubricate_client.schemas.buffers import (
+    BufferView,
+    QuestionList,
+    QuestionSort,
+    RubricCurationResult,
+)
+from rubricate_client.schemas.curation import CurationList, RubricCurationRequest
+from rubricate_client.schemas.limits import RUBRIC_ID_LEN
 from rubricate_client.schemas.stagewise import (
     AdvantagesRequest,
     AdvantagesResponse,
@@ -32,6 +54,14 @@ def get_stagewise(request: Request) -> StagewiseService:
 
 
 StagewiseDep = Annotated[StagewiseService, Depends(get_stagewise)]
+
+
+def get_curation(service: StagewiseDep) -> BufferCuration:
+    return BufferCuration(service.up.store)
+
+
+CurationDep = Annotated[BufferCuration, Depends(get_curation)]
+RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
 
 
 @router.post(
@@ -80,3 +110,61 @@ async def get_buffer(
         )
     except UpstreamError as exc:
         raise upstream_failure(exc) from exc
+
+
+@router.get(
+    QUESTIONS_LIST.path,
+    response_model=QuestionList,
+    summary="The tenant's questions with their buffer sizes, one page at a time",
+)
+async def list_questions(
+    curation: CurationDep,
+    search: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_SEARCH_CHARS,
+            description="A case-insensitive substring of the question id or text.",
+        ),
+    ] = None,
+    sort: Annotated[
+        QuestionSort, Query(description="recent | question_id | rubrics (most live first).")
+    ] = "recent",
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=QUESTIONS_PAGE_MAX)] = QUESTIONS_PAGE_DEFAULT,
+    tenant: TenantDep = "default",
+) -> QuestionList:
+    query = QuestionQuery(
+        search=(search or "").strip() or None, sort=sort, offset=offset, limit=limit
+    )
+    return await curation.list_questions(query, tenant=tenant)
+
+
+@router.post(
+    RUBRIC_CURATE.path,
+    response_model=RubricCurationResult,
+    summary="Pin, unpin, retire or edit one rubric of a question's buffer",
+)
+async def curate_rubric(
+    question_id: Annotated[QuestionId, Path()],
+    rubric_id: RubricIdPath,
+    body: RubricCurationRequest,
+    request: Request,
+    curation: CurationDep,
+    tenant: TenantDep = "default",
+) -> RubricCurationResult:
+    return await curation.curate(
+        question_id, rubric_id, body, author=request_actor(request), tenant=tenant
+    )
+
+
+@router.get(
+    RUBRIC_CURATIONS.path,
+    response_model=CurationList,
+    summary="Who pinned, retired or edited which rubric of the question, newest first",
+)
+async def rubric_curations(
+    question_id: Annotated[QuestionId, Path()],
+    curation: CurationDep,
+    tenant: TenantDep = "default",
+) -> CurationList:
+    return await curation.curations(question_id, tenant=tenant)

@@ -37,8 +37,6 @@ from rubricate.stagewise.store.schemas import (
     AddRubricsRequest,
     PruneRequest,
     PruneResponse,
-    ScoredRollout,
-    Scoring,
     ScoringIn,
 )
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
@@ -46,6 +44,7 @@ from rubricate_client.constants import ACTIVE_CAPS, STAGES
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.buffers import BufferView
 from rubricate_client.schemas.rubrics import Judgment, Rubric, RubricView, Stage
+from rubricate_client.schemas.scorings import ScoredRollout, StoredScoring
 from rubricate_client.schemas.stagewise import (
     Fallback,
     GenerationInfo,
@@ -492,7 +491,7 @@ async def keep_scoring(
                 "POST",
                 "/v1/scorings",
                 json=body.model_dump(mode="json"),
-                response_model=Scoring,
+                response_model=StoredScoring,
                 headers={TENANT_HEADER: tenant},
                 clock=clock,
             )

@@ -2,8 +2,10 @@
 Migrations: `rubricate/db/migrations/versions`."""
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     CheckConstraint,
     DateTime,
@@ -18,6 +20,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from rubricate.db.base import Base, utcnow
 from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN, TENANT_LEN
+from rubricate_client.schemas.curation import RubricAction
 from rubricate_client.schemas.rubrics import Origin, Polarity, Rubric, Stage
 
 
@@ -25,6 +28,7 @@ class QuestionRow(Base):
     """One question's buffer header. Its row lock serializes every write to the buffer."""
 
     __tablename__ = "questions"
+    __table_args__ = (Index("ix_questions_recent", "tenant", "updated_at"),)
 
     tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True, default="default")
     question_id: Mapped[str] = mapped_column(String(QUESTION_ID_LEN), primary_key=True)
@@ -36,7 +40,8 @@ class QuestionRow(Base):
 
 
 class RubricRow(Base):
-    """A rubric in a question's buffer; pruned rubrics are kept, with `pruned_at` set."""
+    """A rubric in a question's buffer; pruned rubrics are kept, with `pruned_at` set. A
+    retired rubric has both `retired_at` and `pruned_at` set (out of the buffer for good)."""
 
     __tablename__ = "rubrics"
     __table_args__ = (
@@ -69,6 +74,16 @@ class RubricRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     pruned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pruned_step: Mapped[int | None] = mapped_column(BigInteger)
+    pinned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """Set while a person has it pinned: never pruned."""
+    pinned_by: Mapped[str | None] = mapped_column(Text)
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """Set when a person retired it (or edited it): never scored or re-activated again."""
+    retired_by: Mapped[str | None] = mapped_column(Text)
+    replaced_by: Mapped[str | None] = mapped_column(String(RUBRIC_ID_LEN))
+    """The id of the rubric an edit replaced it with."""
+    created_by: Mapped[str | None] = mapped_column(Text)
+    """The person whose edit created it; None for generated and dataset rubrics."""
 
     def to_rubric(self) -> Rubric:
         """Rows were validated on the way in: no re-validation on the hot read path."""
@@ -82,4 +97,28 @@ class RubricRow(Base):
             polarity=self.polarity,
             created_step=self.created_step,
             variance=self.variance,
+            pinned=self.pinned_at is not None,
         )
+
+
+class RubricCurationRow(Base):
+    """One change a person made to a rubric of a question's buffer (append-only). No foreign
+    key to `questions`: a snapshot restore replaces the tenant's buffers, and the record of
+    who changed what must outlive that."""
+
+    __tablename__ = "rubric_curations"
+    __table_args__ = (
+        Index("ix_rubric_curations_at", "tenant", "question_id", "at"),
+        CheckConstraint("action IN ('pin', 'unpin', 'retire', 'edit')", name="action"),
+    )
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
+    question_id: Mapped[str] = mapped_column(String(QUESTION_ID_LEN), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    """Order of the event within the question (assigned under the question's lock)."""
+    rubric_id: Mapped[str] = mapped_column(String(RUBRIC_ID_LEN))
+    action: Mapped[RubricAction] = mapped_column(String(16))
+    author: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -1,13 +1,28 @@
 """SQL for the rubric buffer. Flushes, never commits: the unit of work commits once."""
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, case, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from rubricate.stagewise.store.models import QuestionRow, RubricRow
+from rubricate.stagewise.store.models import QuestionRow, RubricCurationRow, RubricRow
+from rubricate_client.constants import STAGES
+from rubricate_client.schemas.buffers import QuestionSort
+from rubricate_client.schemas.rubrics import Stage
+
+
+@dataclass
+class RubricCounts:
+    """One question's rubric counts, as the question list shows them."""
+
+    per_stage: dict[Stage, int] = field(default_factory=lambda: dict.fromkeys(STAGES, 0))
+    """Live rubrics (not pruned or retired) per stage."""
+    pinned: int = 0
+    """Live pinned rubrics."""
+    retired: int = 0
 
 
 class BufferRepository:
@@ -99,3 +114,84 @@ class BufferRepository:
         cond = RubricRow.pruned_at.is_not(None) if pruned else RubricRow.pruned_at.is_(None)
         stmt = select(func.count()).select_from(RubricRow).where(cond)
         return int(self.session.scalar(stmt) or 0)
+
+    def rubric(self, tenant: str, question_id: str, rubric_id: str) -> RubricRow | None:
+        """One stored rubric (live, pruned or retired)."""
+        return self.session.get(RubricRow, (tenant, question_id, rubric_id))
+
+    def next_curation_seq(self, tenant: str, question_id: str) -> int:
+        stmt = select(func.coalesce(func.max(RubricCurationRow.seq), 0)).where(
+            RubricCurationRow.tenant == tenant, RubricCurationRow.question_id == question_id
+        )
+        return int(self.session.scalar(stmt) or 0) + 1
+
+    def add_curation(self, row: RubricCurationRow) -> None:
+        self.session.add(row)
+
+    def curations(self, tenant: str, question_id: str) -> list[RubricCurationRow]:
+        """A question's curation events, newest first."""
+        stmt = (
+            select(RubricCurationRow)
+            .where(RubricCurationRow.tenant == tenant, RubricCurationRow.question_id == question_id)
+            .order_by(RubricCurationRow.seq.desc())
+        )
+        return list(self.session.scalars(stmt))
+
+    def list_questions(
+        self, tenant: str, *, search: str | None, sort: QuestionSort, offset: int, limit: int
+    ) -> tuple[list[QuestionRow], int]:
+        """One page of the tenant's questions matching `search` (a case-insensitive
+        substring of the id or the text), and how many match in all."""
+        where: list[ColumnElement[bool]] = [QuestionRow.tenant == tenant]
+        if search:
+            where.append(
+                or_(
+                    QuestionRow.question_id.icontains(search, autoescape=True),
+                    QuestionRow.question.icontains(search, autoescape=True),
+                )
+            )
+        total = int(
+            self.session.scalar(select(func.count()).select_from(QuestionRow).where(*where)) or 0
+        )
+        stmt = select(QuestionRow).where(*where)
+        if sort == "recent":
+            stmt = stmt.order_by(QuestionRow.updated_at.desc(), QuestionRow.question_id)
+        elif sort == "question_id":
+            stmt = stmt.order_by(QuestionRow.question_id)
+        else:
+            live = (
+                select(RubricRow.question_id, func.count().label("n"))
+                .where(RubricRow.tenant == tenant, RubricRow.pruned_at.is_(None))
+                .group_by(RubricRow.question_id)
+                .subquery()
+            )
+            stmt = stmt.outerjoin(live, live.c.question_id == QuestionRow.question_id).order_by(
+                func.coalesce(live.c.n, 0).desc(), QuestionRow.question_id
+            )
+        rows = list(self.session.scalars(stmt.offset(offset).limit(limit)))
+        return rows, total
+
+    def rubric_counts(self, tenant: str, question_ids: Sequence[str]) -> dict[str, RubricCounts]:
+        """Live rubrics per stage, live pinned and retired rubrics of each question in
+        `question_ids`, in one query."""
+        counts = {qid: RubricCounts() for qid in question_ids}
+        if not counts:
+            return counts
+        live = RubricRow.pruned_at.is_(None)
+        stmt = (
+            select(
+                RubricRow.question_id,
+                RubricRow.stage,
+                func.sum(case((live, 1), else_=0)),
+                func.sum(case((live & RubricRow.pinned_at.is_not(None), 1), else_=0)),
+                func.sum(case((RubricRow.retired_at.is_not(None), 1), else_=0)),
+            )
+            .where(RubricRow.tenant == tenant, RubricRow.question_id.in_(list(counts)))
+            .group_by(RubricRow.question_id, RubricRow.stage)
+        )
+        for qid, stage, n_live, n_pinned, n_retired in self.session.execute(stmt):
+            entry = counts[qid]
+            entry.per_stage[stage] = int(n_live or 0)
+            entry.pinned += int(n_pinned or 0)
+            entry.retired += int(n_retired or 0)
+        return counts

@@ -3,17 +3,37 @@
 from collections.abc import Awaitable
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TenantDep
-from rubricate.db.limits import QUESTION_ID_LEN
-from rubricate.stagewise.store.schemas import AddRubricsRequest, PruneRequest, PruneResponse
-from rubricate.stagewise.store.service import BufferNotFoundError, BufferService
+from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN
+from rubricate.stagewise.store.schemas import (
+    MAX_SEARCH_CHARS,
+    QUESTIONS_PAGE_DEFAULT,
+    QUESTIONS_PAGE_MAX,
+    AddRubricsRequest,
+    CurateRubricRequest,
+    PruneRequest,
+    PruneResponse,
+    QuestionQuery,
+)
+from rubricate.stagewise.store.service import (
+    BufferNotFoundError,
+    BufferService,
+    CurationConflictError,
+    RubricNotFoundError,
+)
 from rubricate_client.headers import DEFAULT_TENANT
-from rubricate_client.schemas.buffers import BufferView
+from rubricate_client.schemas.buffers import (
+    BufferView,
+    QuestionList,
+    QuestionSort,
+    RubricCurationResult,
+)
+from rubricate_client.schemas.curation import CurationList
 
 router = APIRouter(prefix="/v1/buffers", tags=["buffers"])
 
@@ -29,6 +49,7 @@ BuffersDep = Annotated[BufferService, Depends(get_buffers)]
 QuestionIdPath = Annotated[
     str, Path(min_length=1, max_length=QUESTION_ID_LEN, description="The buffer's key.")
 ]
+RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
 
 
 def _not_found(question_id: str) -> ServiceError:
@@ -107,3 +128,58 @@ async def prune(
         )
     except BufferNotFoundError as exc:
         raise _not_found(question_id) from exc
+
+
+@router.get(
+    "",
+    response_model=QuestionList,
+    summary="The tenant's questions with their rubric counts, one page at a time",
+)
+async def list_questions(
+    buffers: BuffersDep,
+    search: Annotated[str | None, Query(max_length=MAX_SEARCH_CHARS)] = None,
+    sort: QuestionSort = "recent",
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=QUESTIONS_PAGE_MAX)] = QUESTIONS_PAGE_DEFAULT,
+    tenant: TenantDep = DEFAULT_TENANT,
+) -> QuestionList:
+    query = QuestionQuery(
+        search=(search or "").strip() or None, sort=sort, offset=offset, limit=limit
+    )
+    return await _guard(buffers.list_questions(tenant, query))
+
+
+@router.post(
+    "/{question_id}/rubrics/{rubric_id}/curate",
+    response_model=RubricCurationResult,
+    summary="Pin, unpin, retire or edit one rubric (the author is recorded)",
+)
+async def curate(
+    question_id: QuestionIdPath,
+    rubric_id: RubricIdPath,
+    body: CurateRubricRequest,
+    buffers: BuffersDep,
+    tenant: TenantDep = DEFAULT_TENANT,
+) -> RubricCurationResult:
+    try:
+        return await _guard(buffers.curate(tenant, question_id, rubric_id, body))
+    except BufferNotFoundError as exc:
+        raise _not_found(question_id) from exc
+    except RubricNotFoundError as exc:
+        raise ServiceError(404, str(exc), type="not_found") from exc
+    except CurationConflictError as exc:
+        raise ServiceError(409, str(exc), type="conflict") from exc
+
+
+@router.get(
+    "/{question_id}/curations",
+    response_model=CurationList,
+    summary="Who pinned, retired or edited which rubric of the question, newest first",
+)
+async def curations(
+    question_id: QuestionIdPath, buffers: BuffersDep, tenant: TenantDep = DEFAULT_TENANT
+) -> CurationList:
+    found = await _guard(buffers.curations(tenant, question_id))
+    if found is None:
+        raise _not_found(question_id)
+    return found

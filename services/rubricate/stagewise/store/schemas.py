@@ -1,6 +1,5 @@
 """The store's internal wire models of the rubric buffer and of stored stagewise scorings."""
 
-from datetime import datetime
 from typing import Annotated
 
 from pydantic import (
@@ -13,8 +12,10 @@ from pydantic import (
 
 from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN, SCORING_ID_LEN
 from rubricate_client.constants import ACTIVE_CAPS, STAGES
-from rubricate_client.schemas.buffers import BufferView
-from rubricate_client.schemas.rubrics import Judgment, Rubric, RubricView, Stage, TrainingStep
+from rubricate_client.schemas.buffers import BufferView, QuestionSort
+from rubricate_client.schemas.curation import RubricCurationRequest
+from rubricate_client.schemas.rubrics import Rubric, RubricView, Stage, TrainingStep
+from rubricate_client.schemas.scorings import ScoredRollout
 
 MAX_RUBRICS_PER_REQUEST = 1000
 MAX_VARIANCES_PER_REQUEST = 10_000
@@ -84,6 +85,35 @@ class PruneResponse(BaseModel):
     buffer: BufferView
 
 
+# --- curation and the question list -------------------------------------------------------
+
+MAX_AUTHOR_CHARS = 1000
+MAX_SEARCH_CHARS = 500
+QUESTIONS_PAGE_MAX = 200
+QUESTIONS_PAGE_DEFAULT = 50
+
+
+class CurateRubricRequest(RubricCurationRequest):
+    """The public curation request plus its author, whom the gateway names from the
+    caller's credential (`rubricate.common.auth.request_actor`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    author: str = Field(min_length=1, max_length=MAX_AUTHOR_CHARS)
+
+
+class QuestionQuery(BaseModel):
+    """A page of the question list: the gateway's query parameters, as the store takes them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    search: str | None = Field(default=None, max_length=MAX_SEARCH_CHARS)
+    """A case-insensitive substring of the question id or of the question's text."""
+    sort: QuestionSort = "recent"
+    offset: int = Field(default=0, ge=0, le=10_000_000)
+    limit: int = Field(default=QUESTIONS_PAGE_DEFAULT, ge=1, le=QUESTIONS_PAGE_MAX)
+
+
 class StoreStats(BaseModel):
     questions: int
     rubrics: int
@@ -94,16 +124,9 @@ class StoreStats(BaseModel):
 # --- stored stagewise scorings ------------------------------------------------------------
 
 
-class ScoredRollout(BaseModel):
-    scores: dict[Stage, float | None] | None
-    """None for an unscored rollout; a None stage had no judgment (never 0)."""
-    judgments: list[Judgment]
-    fallback: str | None = None
-    """The stagewise fallback kind (answer_only | unscored), if any."""
-
-
 class ScoringIn(BaseModel):
-    """What `/v1/stagewise/score` judged, kept so a reflection can refer to it by id."""
+    """What `/v1/stagewise/score` judged, kept so a reflection can refer to it by id (stored,
+    it reads back as the client's `StoredScoring`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -113,9 +136,3 @@ class ScoringIn(BaseModel):
     step: TrainingStep | None = None
     rubrics: list[RubricView]
     rollouts: dict[str, ScoredRollout] = Field(min_length=1)
-
-
-class Scoring(ScoringIn):
-    model_config = ConfigDict(extra="ignore")
-
-    created_at: datetime

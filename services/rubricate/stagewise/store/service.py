@@ -9,19 +9,32 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import ValidationError
 from sqlalchemy import Engine, text
 
 from rubricate.common.cache import Cache
+from rubricate.core.rubrics import rubric_id
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
-from rubricate.stagewise.domain.buffer import select_prunes
-from rubricate.stagewise.store.models import QuestionRow, RubricRow
+from rubricate.stagewise.domain.buffer import RubricState, curation_conflict, select_prunes
+from rubricate.stagewise.store.models import QuestionRow, RubricCurationRow, RubricRow
 from rubricate.stagewise.store.repository import BufferRepository
-from rubricate.stagewise.store.schemas import PruneResponse, StoreStats
+from rubricate.stagewise.store.schemas import (
+    CurateRubricRequest,
+    PruneResponse,
+    QuestionQuery,
+    StoreStats,
+)
 from rubricate_client.constants import ACTIVE_CAPS, STAGES
-from rubricate_client.schemas.buffers import BufferView
+from rubricate_client.schemas.buffers import (
+    BufferView,
+    QuestionList,
+    QuestionSummary,
+    RubricCurationResult,
+)
+from rubricate_client.schemas.curation import CurationEvent, CurationList
 from rubricate_client.schemas.rubrics import Rubric, Stage
 
 log = logging.getLogger("rubricate.store")
@@ -34,6 +47,17 @@ class BufferNotFoundError(LookupError):
         self.question_id = question_id
 
 
+class RubricNotFoundError(LookupError):
+    def __init__(self, question_id: str, rubric_id: str) -> None:
+        super().__init__(f"no rubric {rubric_id!r} in the buffer of question {question_id!r}")
+        self.question_id = question_id
+        self.rubric_id = rubric_id
+
+
+class CurationConflictError(ValueError):
+    """The curation does not apply to the rubric as it stands (a 409)."""
+
+
 @dataclass(frozen=True)
 class AddOutcome:
     """What an add changed (for logs and tests)."""
@@ -41,6 +65,8 @@ class AddOutcome:
     inserted: list[str]
     reactivated: list[str]
     upgraded: list[str]
+    refused: list[str]
+    """Retired rubrics proposed again: never re-activated."""
 
 
 def _view(question: QuestionRow, rows: Sequence[RubricRow]) -> BufferView:
@@ -55,6 +81,28 @@ def _view(question: QuestionRow, rows: Sequence[RubricRow]) -> BufferView:
         updated_at=as_utc(question.updated_at),
         rubrics=by_stage,
     )
+
+
+def _event(row: RubricCurationRow) -> CurationEvent:
+    return CurationEvent(
+        target="rubric",
+        subject=row.rubric_id,
+        question_id=row.question_id,
+        action=row.action,
+        author=row.author,
+        reason=row.reason,
+        at=as_utc(row.at),
+        detail=dict(row.detail or {}),
+    )
+
+
+def _retire(row: RubricRow, *, author: str, now: datetime) -> None:
+    """Out of the buffer for good: a pruned rubric keeps when and at which step it was
+    pruned; a pin ends with it."""
+    row.retired_at, row.retired_by = now, author
+    if row.pruned_at is None:
+        row.pruned_at = now
+    row.pinned_at, row.pinned_by = None, None
 
 
 def _merge_duplicates(rubrics: Sequence[Rubric]) -> dict[str, Rubric]:
@@ -97,7 +145,8 @@ class BufferStore:
 
         New ids are inserted; a rubric already in the buffer is left as it is, except that a
         persistent copy of an active rubric makes it persistent; a pruned one is re-activated
-        (new insertion order, variance reset: it must be measured again before pruning).
+        (new insertion order, variance reset: it must be measured again before pruning); a
+        retired one stays retired.
         """
         view, _ = self.add_detailed(
             tenant, question_id, question=question, rubrics=rubrics, step=step
@@ -116,7 +165,7 @@ class BufferStore:
         """`add`, also saying which ids were inserted, re-activated and made persistent."""
         now = utcnow()
         incoming = _merge_duplicates(rubrics)
-        outcome = AddOutcome(inserted=[], reactivated=[], upgraded=[])
+        outcome = AddOutcome(inserted=[], reactivated=[], upgraded=[], refused=[])
         with unit_of_work(self.engine, write=True) as session:
             repo = BufferRepository(session)
             repo.ensure_question(tenant, question_id, question=question, now=now)
@@ -129,6 +178,9 @@ class BufferStore:
             for rid, rubric in incoming.items():
                 existing = stored.get(rid)
                 created_step = rubric.created_step if rubric.created_step is not None else step
+                if existing is not None and existing.retired_at is not None:
+                    outcome.refused.append(rid)
+                    continue
                 if existing is not None and existing.pruned_at is None:
                     if rubric.origin == "persistent" and existing.origin != "persistent":
                         existing.origin = "persistent"
@@ -233,6 +285,142 @@ class BufferStore:
             log.info("store.pruned tenant=%s question_id=%s ids=%s", tenant, question_id, pruned)
         return PruneResponse(pruned=pruned, ignored=ignored, buffer=view)
 
+    def curate(
+        self, tenant: str, question_id: str, rid: str, request: CurateRubricRequest
+    ) -> tuple[RubricCurationResult, BufferView]:
+        """Pin, unpin, retire or edit one rubric; records the event and bumps the version.
+
+        Raises BufferNotFoundError, RubricNotFoundError (404s) and CurationConflictError (409).
+        """
+        now = utcnow()
+        with unit_of_work(self.engine, write=True) as session:
+            repo = BufferRepository(session)
+            question = repo.lock_question(tenant, question_id)
+            if question is None:
+                raise BufferNotFoundError(tenant, question_id)
+            row = repo.rubric(tenant, question_id, rid)
+            if row is None:
+                raise RubricNotFoundError(question_id, rid)
+            state = RubricState(
+                pinned=row.pinned_at is not None,
+                pruned=row.pruned_at is not None,
+                retired=row.retired_at is not None,
+            )
+            conflict = curation_conflict(request.action, state)
+            if conflict is not None:
+                raise CurationConflictError(conflict)
+            author = request.author
+            detail: dict[str, object] = {}
+            result_row = row
+            if request.action == "pin":
+                row.pinned_at, row.pinned_by = now, author
+            elif request.action == "unpin":
+                row.pinned_at, row.pinned_by = None, None
+            elif request.action == "retire":
+                _retire(row, author=author, now=now)
+            else:
+                assert request.edit is not None  # the request's validator requires it
+                new_id = rubric_id(stage=row.stage, spec=request.edit)
+                if repo.rubric(tenant, question_id, new_id) is not None:
+                    raise CurationConflictError(
+                        f"cannot edit: the edited rubric's id {new_id!r} is already taken in "
+                        "this question's buffer (ids derive from the stage, polarity, title and "
+                        "description, not the weight; a pruned or retired rubric keeps its id)"
+                    )
+                result_row = RubricRow(
+                    tenant=tenant,
+                    question_id=question_id,
+                    id=new_id,
+                    stage=row.stage,
+                    origin=row.origin,
+                    title=request.edit.title,
+                    description=request.edit.description,
+                    weight=request.edit.weight,
+                    polarity=request.edit.polarity,
+                    created_step=None,
+                    variance=None,
+                    seq=repo.next_seq(tenant, question_id),
+                    created_at=now,
+                    pinned_at=row.pinned_at,
+                    pinned_by=row.pinned_by,
+                    created_by=author,
+                )
+                _retire(row, author=author, now=now)
+                row.replaced_by = new_id
+                repo.add_rubrics([result_row])
+                detail = {"replaced_by": new_id}
+            event = RubricCurationRow(
+                tenant=tenant,
+                question_id=question_id,
+                seq=repo.next_curation_seq(tenant, question_id),
+                rubric_id=row.id,
+                action=request.action,
+                author=author,
+                reason=request.reason or None,
+                at=now,
+                detail=detail,
+            )
+            repo.add_curation(event)
+            question.version += 1
+            question.updated_at = now
+            repo.flush()
+            view = _view(question, repo.live_rubrics(tenant, question_id))
+            result = RubricCurationResult(
+                event=_event(event),
+                rubric=result_row.to_rubric(),
+                buffer_version=question.version,
+            )
+        log.info(
+            "store.curated tenant=%s question_id=%s rubric_id=%s action=%s version=%d",
+            tenant,
+            question_id,
+            rid,
+            request.action,
+            view.version,
+        )
+        return result, view
+
+    def curations(self, tenant: str, question_id: str) -> CurationList | None:
+        """A question's curation events, newest first; None when it has no buffer."""
+        with unit_of_work(self.engine, write=False) as session:
+            repo = BufferRepository(session)
+            if repo.question(tenant, question_id) is None:
+                return None
+            return CurationList(events=[_event(r) for r in repo.curations(tenant, question_id)])
+
+    def list_questions(self, tenant: str, query: QuestionQuery) -> QuestionList:
+        """One page of the tenant's questions with their rubric counts (three queries: the
+        total, the page, the counts of the page's questions)."""
+        with unit_of_work(self.engine, write=False) as session:
+            repo = BufferRepository(session)
+            rows, total = repo.list_questions(
+                tenant,
+                search=query.search,
+                sort=query.sort,
+                offset=query.offset,
+                limit=query.limit,
+            )
+            counts = repo.rubric_counts(tenant, [r.question_id for r in rows])
+            summaries = []
+            for row in rows:
+                c = counts[row.question_id]
+                summaries.append(
+                    QuestionSummary(
+                        question_id=row.question_id,
+                        question=row.question,
+                        created_at=as_utc(row.created_at),
+                        updated_at=as_utc(row.updated_at),
+                        version=row.version,
+                        rubrics=sum(c.per_stage.values()),
+                        per_stage=c.per_stage,
+                        pinned=c.pinned,
+                        retired=c.retired,
+                    )
+                )
+        return QuestionList(
+            questions=summaries, total=total, offset=query.offset, limit=query.limit
+        )
+
     def stats(self) -> StoreStats:
         with unit_of_work(self.engine, write=False) as session:
             repo = BufferRepository(session)
@@ -309,6 +497,19 @@ class BufferService:
         )
         await self._publish(tenant, result.buffer)
         return result
+
+    async def curate(
+        self, tenant: str, question_id: str, rid: str, request: CurateRubricRequest
+    ) -> RubricCurationResult:
+        result, view = await asyncio.to_thread(self.store.curate, tenant, question_id, rid, request)
+        await self._publish(tenant, view)
+        return result
+
+    async def curations(self, tenant: str, question_id: str) -> CurationList | None:
+        return await asyncio.to_thread(self.store.curations, tenant, question_id)
+
+    async def list_questions(self, tenant: str, query: QuestionQuery) -> QuestionList:
+        return await asyncio.to_thread(self.store.list_questions, tenant, query)
 
     async def stats(self) -> StoreStats:
         return await asyncio.to_thread(self.store.stats)
