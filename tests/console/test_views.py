@@ -67,3 +67,8 @@ def test_pages() -> None:
     assert (p.page, p.last, p.has_prev, p.has_next) == (10, 199, True, True)
     assert p.numbers == [0, 8, 9, 10, 11, 12, 199]
     assert not pages(0, 50, 0).has_next and pages(0, 50, 0).numbers == [0]
+
+
+def test_training_steps_get_whole_ticks() -> None:
+    svg = str(line_chart({"a": [(1, 0.5), (2, 0.7)]}, title="t"))
+    assert ">1.25<" not in svg and ">1<" in svg and ">2<" in svg

@@ -23,6 +23,7 @@ from rubricate_client.api import (
     idempotency_headers,
     payload,
 )
+from rubricate_client.curation_api import AsyncCurationAPI, SyncCurationAPI
 from rubricate_client.endpoints import Endpoint
 from rubricate_client.errors import APIError, InvalidResponse, TransportError
 from rubricate_client.headers import TENANT_HEADER
@@ -113,7 +114,7 @@ _RETRIED = (httpx.TimeoutException, httpx.ConnectError, httpx.RemoteProtocolErro
 """Timeouts, refused connections and connections dropped before an answer."""
 
 
-class Client(SyncAPI):
+class Client(SyncAPI, SyncCurationAPI):
     """Synchronous client; thread-safe (one connection pool shared by threads)."""
 
     def __init__(
@@ -190,7 +191,7 @@ class Client(SyncAPI):
         self.close()
 
 
-class AsyncClient(AsyncAPI):
+class AsyncClient(AsyncAPI, AsyncCurationAPI):
     """Asyncio client; use one per event loop."""
 
     def __init__(

@@ -33,6 +33,14 @@ def _ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     return [lo + i * step for i in range(n + 1)]
 
 
+def _x_ticks(lo: float, hi: float) -> list[float]:
+    """Whole steps when the axis holds training steps (at most 9 ticks), else quarters."""
+    if lo.is_integer() and hi.is_integer():
+        stride = max(1, math.ceil((hi - lo) / 8))
+        return [float(v) for v in range(int(lo), int(hi) + 1, stride)]
+    return _ticks(lo, hi)
+
+
 def _fmt(value: float) -> str:
     if math.isclose(value, round(value), abs_tol=1e-9):
         return str(round(value))
@@ -54,7 +62,7 @@ def line_chart(
     ]
     if not points:
         return Markup('<p class="empty">{}</p>').format(f"{title}: no data yet")
-    xs = [x for x, _ in points]
+    xs = [float(x) for x, _ in points]
     ys = [y for _, y in points]
     x_lo, x_hi = min(xs), max(xs)
     if x_hi == x_lo:
@@ -85,7 +93,7 @@ def line_chart(
             f'<text x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" '
             f'fill="#6b7280">{escape(_fmt(tick))}</text>'
         )
-    for tick in _ticks(x_lo, x_hi):
+    for tick in _x_ticks(x_lo, x_hi):
         x = px(tick)
         parts.append(
             f'<text x="{x:.1f}" y="{f.height - f.bottom + 16}" text-anchor="middle" '

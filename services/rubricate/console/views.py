@@ -181,6 +181,7 @@ def audit_charts(signals: AuditSignals) -> AuditCharts:
         addressing=line_chart(
             {"rollouts addressing the judge": [(s.step, s.addressing_rollouts) for s in steps]},
             title="Rollouts that address the judge, per step",
+            y_range=(0.0, float(max([1, *(s.addressing_rollouts for s in steps)]))),
         ),
     )
 

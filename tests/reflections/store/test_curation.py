@@ -403,3 +403,10 @@ def test_a_pinned_rubric_is_still_pinned_after_a_restore(engine: Engine, tenant:
     with unit_of_work(engine, write=False) as session:
         row = session.get(RubricRow, (tenant, "q1", rid))
         assert row is not None and row.pinned_at is not None and row.pinned_by == "key:alice"
+    # the record of who changed what outlives the restore, and goes on after it
+    log = buffers.curations(tenant, "q1")
+    assert log is not None and [e.action for e in log.events] == ["unpin", "pin"]
+    buffers.curate(tenant, "q1", rid, CurateRubricRequest(action="unpin", author="key:bob"))
+    log = buffers.curations(tenant, "q1")
+    assert log is not None and [e.action for e in log.events] == ["unpin", "unpin", "pin"]
+    assert log.events[0].author == "key:bob"
