@@ -6,7 +6,14 @@ from fastapi import APIRouter, Request
 from pydantic import SecretStr
 
 from rubricate.common.app import create_service_app
-from rubricate.common.auth import ACTOR_HEADER, AuthSettings, hash_key, new_key, request_actor
+from rubricate.common.auth import (
+    ACTOR_HEADER,
+    AuthSettings,
+    actor_header_value,
+    hash_key,
+    new_key,
+    request_actor,
+)
 
 KEY = new_key()
 INTERNAL = "internal-" + new_key()
@@ -53,6 +60,11 @@ async def test_a_service_names_the_actor() -> None:
         named = await c.get("/v1/actor", headers={**auth, ACTOR_HEADER: "  Ada  via console "})
         assert named.json() == {"actor": "Ada via console"}
         assert (await c.get("/v1/actor", headers=auth)).json() == {"actor": "service"}
+        # any name travels percent-encoded (headers are latin-1)
+        header = actor_header_value("Zoë 李 via console (key:abc)")
+        assert header.isascii()
+        r = await c.get("/v1/actor", headers={**auth, ACTOR_HEADER: header})
+        assert r.json() == {"actor": "Zoë 李 via console (key:abc)"}
 
 
 async def test_open_mode_takes_the_header_or_anonymous() -> None:

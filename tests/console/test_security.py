@@ -80,7 +80,7 @@ async def test_changes_need_the_csrf_token_and_the_origin(console: Console) -> N
     rubric = (await live_rubric_ids(api, console.question_id))[0]
     action = f"/console/questions/{quote(console.question_id, safe='')}/rubrics/{rubric}"
     async with browser(console.gateway) as a, browser(console.gateway) as other:
-        await sign_in(a, console.keys[console.tenant_a], "Ada")
+        await sign_in(a, console.keys[console.tenant_a], "Ada Løvelace 李")
         await sign_in(other, console.keys[console.tenant_a], "Eve")
         token = await csrf_of(a)
         other_token = await csrf_of(other)
@@ -102,7 +102,7 @@ async def test_changes_need_the_csrf_token_and_the_origin(console: Console) -> N
         events = await api.get(f"/v1/buffers/{quote(console.question_id, safe='')}/curations")
         (event,) = events.json()["events"]
         assert event["action"] == "retire" and event["reason"] == "vague"
-        assert event["author"].startswith("Ada via console (key:")
+        assert event["author"].startswith("Ada Løvelace 李 via console (key:")
 
 
 async def test_a_second_tenant_sees_and_changes_nothing_of_the_first(console: Console) -> None:

@@ -29,6 +29,7 @@ import logging
 import re
 import secrets
 from typing import Final, Literal
+from urllib.parse import quote, unquote
 
 from fastapi import Request
 from pydantic import Field, SecretStr, field_validator
@@ -68,8 +69,9 @@ _STATE_SCOPED = "auth_scoped_token"
 _STATE_ACTOR = "auth_actor"
 _STATE_OWN_SESSION = "auth_own_session"
 ACTOR_HEADER: Final = "X-Rubricate-Actor"
-"""Who acts, as a service (the console) names the signed-in person; trusted from the
-internal credential and in open mode only, ignored with an API key."""
+"""Who acts, as a service (the console) names the signed-in person, percent-encoded UTF-8
+(`actor_header_value`); trusted from the internal credential and in open mode only,
+ignored with an API key."""
 _ACTOR_HEADER_KEY = ACTOR_HEADER.lower().encode()
 MAX_ACTOR_CHARS: Final = 200
 _TENANT_HEADER_KEY = TENANT_HEADER.lower().encode()
@@ -384,7 +386,7 @@ def request_actor(request: Request) -> str:
     actor = getattr(request.state, _STATE_ACTOR, None)
     if isinstance(actor, str):
         return actor
-    named = " ".join(request.headers.get(ACTOR_HEADER, "").split())[:MAX_ACTOR_CHARS]
+    named = " ".join(unquote(request.headers.get(ACTOR_HEADER, "")).split())[:MAX_ACTOR_CHARS]
     if named:
         return named
     settings: AuthSettings = getattr(request.app.state, "auth", None) or AuthSettings()
@@ -395,3 +397,8 @@ def is_own_session(scope: Scope) -> bool:
     """Whether the request is for a path that signs its users in itself (the console)."""
     state: dict[str, object] = scope.get("state") or {}
     return state.get(_STATE_OWN_SESSION) is True
+
+
+def actor_header_value(actor: str) -> str:
+    """`actor` as the `X-Rubricate-Actor` header carries it: any name, in ASCII."""
+    return quote(actor, safe=" ()[]:@.,-_'+")

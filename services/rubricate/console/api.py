@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rubricate.common.auth import ACTOR_HEADER, AuthSettings
+from rubricate.common.auth import ACTOR_HEADER, AuthSettings, actor_header_value
 from rubricate.common.dispatch import RouteInvoker
 from rubricate_client.endpoints import Endpoint
 from rubricate_client.headers import TENANT_HEADER
@@ -35,7 +35,7 @@ class ConsoleApi:
         self, invoker: RouteInvoker, auth: AuthSettings, *, tenant: str, actor: str
     ) -> None:
         self.invoker = invoker
-        self.headers = {TENANT_HEADER: tenant, ACTOR_HEADER: actor}
+        self.headers = {TENANT_HEADER: tenant, ACTOR_HEADER: actor_header_value(actor)}
         if auth.internal_token is not None:
             self.headers["Authorization"] = f"Bearer {auth.internal_token.get_secret_value()}"
 
