@@ -224,3 +224,11 @@ async def test_stored_scorings_through_the_gateway(stack: Stack) -> None:
     assert (
         await stack.client.get(f"/v1/scorings/{first['scoring_id']}", headers=other)
     ).status_code == 404
+
+
+async def test_paging_past_any_database_integer_is_a_422_naming_offset(stack: Stack) -> None:
+    """Found by the schema fuzzer: an offset of 2**63 reached SQLite as an OverflowError."""
+    for path in ("/v1/bank/items", "/v1/questions"):
+        r = await stack.client.get(path, params={"offset": 2**63}, headers=stack.headers)
+        assert r.status_code == 422, (path, r.text)
+        assert "offset" in r.text

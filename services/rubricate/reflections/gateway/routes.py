@@ -44,7 +44,7 @@ from rubricate_client.schemas.bank import (
     SnapshotRequest,
 )
 from rubricate_client.schemas.curation import BankItemCurationRequest, BankStatus
-from rubricate_client.schemas.limits import QUESTION_ID_LEN, SCORING_ID_LEN
+from rubricate_client.schemas.limits import MAX_LIST_OFFSET, QUESTION_ID_LEN, SCORING_ID_LEN
 from rubricate_client.schemas.reflections import (
     BankRetrieveRequest,
     BankRetrieveResponse,
@@ -136,7 +136,7 @@ async def list_items(
     search: Annotated[
         str | None, Query(max_length=1000, description="a part of the question, any case")
     ] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> BankItemList:
     params = {"offset": str(offset), "limit": str(limit)}

@@ -42,7 +42,7 @@ from rubricate_client.schemas.bank import (
     SnapshotRequest,
 )
 from rubricate_client.schemas.curation import BankStatus
-from rubricate_client.schemas.limits import QUESTION_ID_LEN
+from rubricate_client.schemas.limits import MAX_LIST_OFFSET, QUESTION_ID_LEN
 from rubricate_client.schemas.scorings import ScoringList, StoredScoring
 
 router = APIRouter(prefix="/v1", tags=["bank"])
@@ -116,7 +116,7 @@ async def list_items(
     tenant: TenantDep = DEFAULT_TENANT,
     status: Annotated[BankStatus | None, Query()] = None,
     search: Annotated[str | None, Query(max_length=1000)] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_BANK_PAGE)] = 50,
 ) -> BankItemList:
     return await _guard(

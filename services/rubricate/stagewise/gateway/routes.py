@@ -36,7 +36,7 @@ from rubricate_client.schemas.buffers import (
     RubricCurationResult,
 )
 from rubricate_client.schemas.curation import CurationList, RubricCurationRequest
-from rubricate_client.schemas.limits import RUBRIC_ID_LEN
+from rubricate_client.schemas.limits import MAX_LIST_OFFSET, RUBRIC_ID_LEN
 from rubricate_client.schemas.stagewise import (
     AdvantagesRequest,
     AdvantagesResponse,
@@ -129,7 +129,7 @@ async def list_questions(
     sort: Annotated[
         QuestionSort, Query(description="recent | question_id | rubrics (most live first).")
     ] = "recent",
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=QUESTIONS_PAGE_MAX)] = QUESTIONS_PAGE_DEFAULT,
     tenant: TenantDep = "default",
 ) -> QuestionList:

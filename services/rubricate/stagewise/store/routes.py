@@ -34,6 +34,7 @@ from rubricate_client.schemas.buffers import (
     RubricCurationResult,
 )
 from rubricate_client.schemas.curation import CurationList
+from rubricate_client.schemas.limits import MAX_LIST_OFFSET
 
 router = APIRouter(prefix="/v1/buffers", tags=["buffers"])
 
@@ -139,7 +140,7 @@ async def list_questions(
     buffers: BuffersDep,
     search: Annotated[str | None, Query(max_length=MAX_SEARCH_CHARS)] = None,
     sort: QuestionSort = "recent",
-    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=QUESTIONS_PAGE_MAX)] = QUESTIONS_PAGE_DEFAULT,
     tenant: TenantDep = DEFAULT_TENANT,
 ) -> QuestionList:

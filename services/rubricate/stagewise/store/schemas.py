@@ -14,6 +14,7 @@ from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN, SCORING_ID_LEN
 from rubricate_client.constants import ACTIVE_CAPS, STAGES
 from rubricate_client.schemas.buffers import BufferView, QuestionSort
 from rubricate_client.schemas.curation import RubricCurationRequest
+from rubricate_client.schemas.limits import MAX_LIST_OFFSET
 from rubricate_client.schemas.rubrics import Rubric, RubricView, Stage, TrainingStep
 from rubricate_client.schemas.scorings import ScoredRollout
 
@@ -110,7 +111,7 @@ class QuestionQuery(BaseModel):
     search: str | None = Field(default=None, max_length=MAX_SEARCH_CHARS)
     """A case-insensitive substring of the question id or of the question's text."""
     sort: QuestionSort = "recent"
-    offset: int = Field(default=0, ge=0, le=10_000_000)
+    offset: int = Field(default=0, ge=0, le=MAX_LIST_OFFSET)
     limit: int = Field(default=QUESTIONS_PAGE_DEFAULT, ge=1, le=QUESTIONS_PAGE_MAX)
 
 
