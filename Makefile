@@ -17,7 +17,7 @@ LLAMA_REQ := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml | head -
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 LLAMA_WHEELS := $(HOME)/.cache/rubricate/wheels/$(shell echo '$(LLAMA_REQ) $(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
 
-.PHONY: setup demo serve test test-fast lint format typecheck bench bench-fast proto clean demo-corpus trainer-venvs
+.PHONY: setup demo serve test test-fast lint format typecheck bench bench-fast proto clean demo-corpus trainer-venvs llama-server
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml requirements-model.txt requirements-cpu.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,6 +62,13 @@ setup: $(STAMP) $(PROTO_STAMP)
 $(DEPLOY_TOOLS): deploy/scripts/install_deploy_tools.py | $(STAMP)
 	$(BIN)/python deploy/scripts/install_deploy_tools.py --dest $(BIN)
 	@touch $@
+
+# llama.cpp's C++ server with parallel slots, for benchmarks/judge_cost.py --llama-server
+# (built once per flag set from the pinned llama-cpp-python sdist's sources, ~12 min on 2 cores)
+LLAMA_SERVER := $(HOME)/.cache/rubricate/llama-server/$(shell echo '$(LLAMA_REQ) $(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)/llama-server
+llama-server: $(LLAMA_SERVER)  ## build llama.cpp's llama-server for the judge-cost benchmark
+$(LLAMA_SERVER): | $(STAMP)
+	benchmarks/build_llama_server.sh $(BIN)/python '$(LLAMA_REQ)' $(@D) $(LLAMA_CMAKE_ARGS)
 
 # Debian's Chromium for the console's browser tests (tests/console/test_browser.py drives it
 # with Playwright, from the dev extra, through its executable path: no browser download)

@@ -394,28 +394,55 @@ def report(costs: dict[str, Cost], groups: int) -> None:
 def start_server(args: argparse.Namespace, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     model = locate_smollm2() if args.model == "smollm2" else resolve_model_path(LLMSettings())
     port = args.port
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                str(model),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--n_ctx",
-                str(args.n_ctx),
-                "--n_threads",
-                str(args.threads),
-                "--verbose",
-                "true",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    if args.llama_server:
+        # llama.cpp's C++ server: `--parallel` slots decoded together (continuous batching),
+        # each slot keeping its prompt's KV cache for the next request sent to it; the
+        # context is per slot. It reports `timings.prompt_n`: the prompt tokens it computed.
+        command = [
+            str(args.llama_server),
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ctx-size",
+            str(args.n_ctx * args.parallel),
+            "--parallel",
+            str(args.parallel),
+            "--threads",
+            str(args.threads),
+            "--cont-batching",
+            "--no-webui",
+        ]
+        what = (
+            f"llama-server: {model.name}, {args.parallel} slots of {args.n_ctx} tokens, "
+            f"{args.threads} threads"
         )
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(args.n_ctx),
+            "--n_threads",
+            str(args.threads),
+            "--verbose",
+            "true",
+        ]
+        what = (
+            f"llama-cpp-python server: {model.name}, n_ctx {args.n_ctx}, "
+            f"{args.threads} threads, one sequence at a time"
+        )
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -423,11 +450,7 @@ def start_server(args: argparse.Namespace, log_path: Path) -> tuple[subprocess.P
             raise SystemExit(f"llama.cpp server exited:\n{log_path.read_text()[-2000:]}")
         try:
             if httpx.get(f"{base_url}/models", timeout=1.0).status_code == 200:
-                print(
-                    f"llama-cpp-python server: {model.name}, n_ctx {args.n_ctx}, "
-                    f"{args.threads} threads, one sequence at a time",
-                    flush=True,
-                )
+                print(what, flush=True)
                 return process, base_url
         except httpx.HTTPError:
             pass
@@ -454,12 +477,22 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--port", type=int, default=18765)
+    parser.add_argument(
+        "--llama-server",
+        type=Path,
+        help="start this llama.cpp `llama-server` binary (make llama-server builds one) "
+        "instead of llama-cpp-python's server",
+    )
+    parser.add_argument(
+        "--parallel", type=int, default=4, help="llama-server slots (with --llama-server)"
+    )
     args = parser.parse_args()
     spawned = args.base_url is None
+    python_server = spawned and args.llama_server is None
     if args.concurrency is None:
-        args.concurrency = 1 if spawned else 16
+        args.concurrency = 1 if python_server else (args.parallel if spawned else 16)
     if args.schema_mode is None:
-        args.schema_mode = "json_object" if spawned else "auto"
+        args.schema_mode = "json_object" if python_server else "auto"
     with tempfile.TemporaryDirectory() as tmp:
         process = None
         log_path: Path | None = None
