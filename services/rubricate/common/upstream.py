@@ -18,7 +18,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -197,6 +197,18 @@ def upstream_failure(exc: UpstreamError) -> ServiceError:
         usage=exc.usage,
         headers={"Retry-After": "5"},
     )
+
+
+R = TypeVar("R")
+
+
+async def through_upstream(call: Awaitable[R]) -> R:
+    """Await a call that reaches an upstream service; its failure becomes the caller's error
+    (`upstream_failure`). What a gateway route that forwards a call returns."""
+    try:
+        return await call
+    except UpstreamError as exc:
+        raise upstream_failure(exc) from exc
 
 
 class WaitClock:

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from rubricate.common.upstream import UpstreamError, upstream_failure
+from rubricate.common.upstream import through_upstream
 from rubricate.common.usage import Usage
 from rubricate.nuggets.gateway.service import NuggetService
 from rubricate_client.endpoints import NUGGETS_VERIFY, NUGGETS_VERIFY_BATCH
@@ -35,10 +35,7 @@ NuggetsDep = Annotated[NuggetService, Depends(get_nuggets)]
     summary="Nugget reward of one answer: labels per block, max-pooled, weighted",
 )
 async def verify(body: NuggetVerifyRequest, service: NuggetsDep) -> NuggetVerifyResponse:
-    try:
-        return await service.verify(body, usage=Usage())
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
+    return await through_upstream(service.verify(body, usage=Usage()))
 
 
 @router.post(

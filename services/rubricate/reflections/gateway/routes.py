@@ -1,8 +1,7 @@
 """The gateway's reflection-reward and rubric-bank routes, and the stored-scoring reads:
 parse, call the service (or forward to the store), respond."""
 
-from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+from typing import Annotated
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -10,7 +9,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from rubricate.common.auth import request_actor
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
-from rubricate.common.upstream import UpstreamError, upstream_failure
+from rubricate.common.upstream import through_upstream
 from rubricate.reflections.gateway.bank_proxy import BankProxy
 from rubricate.reflections.gateway.service import ReflectionService
 from rubricate.reflections.store.schemas import BankCurationIn
@@ -57,8 +56,6 @@ router = APIRouter(tags=["reflections"])
 STATE_NAME = "reflections"
 PROXY_STATE_NAME = "bank_proxy"
 
-T = TypeVar("T")
-
 
 def get_service(request: Request) -> ReflectionService:
     service: ReflectionService = getattr(request.app.state, STATE_NAME)
@@ -75,13 +72,6 @@ ProxyDep = Annotated[BankProxy, Depends(get_proxy)]
 QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 
 
-async def _upstream(call: Awaitable[T]) -> T:
-    try:
-        return await call
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
-
-
 @router.post(
     REFLECTIONS_SCORE.path,
     response_model=ReflectionScoreResponse,
@@ -90,7 +80,7 @@ async def _upstream(call: Awaitable[T]) -> T:
 async def score_reflections(
     body: ReflectionScoreRequest, service: ServiceDep, tenant: TenantDep = "default"
 ) -> ReflectionScoreResponse:
-    return await _upstream(service.score(body, tenant=tenant))
+    return await through_upstream(service.score(body, tenant=tenant))
 
 
 @router.post(
@@ -101,7 +91,7 @@ async def score_reflections(
 async def retrieve(
     body: BankRetrieveRequest, service: ServiceDep, tenant: TenantDep = "default"
 ) -> BankRetrieveResponse:
-    return await _upstream(service.retrieve(body, tenant=tenant))
+    return await through_upstream(service.retrieve(body, tenant=tenant))
 
 
 @router.get(
@@ -114,7 +104,7 @@ async def get_item(
     service: ServiceDep,
     tenant: TenantDep = "default",
 ) -> RetrievedItem:
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "GET",
             f"/v1/bank/items/{question_hash}",
@@ -144,7 +134,7 @@ async def list_items(
         params["status"] = status
     if search:
         params["search"] = search
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "GET",
             "/v1/bank/items",
@@ -168,7 +158,7 @@ async def curate_item(
     tenant: TenantDep = "default",
 ) -> BankItemCurationResult:
     internal = BankCurationIn(**body.model_dump(), author=request_actor(request))
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "POST",
             f"/v1/bank/items/{question_hash}/curate",
@@ -188,7 +178,7 @@ async def curate_item(
 async def item_history(
     question_hash: QuestionHashPath, service: ServiceDep, tenant: TenantDep = "default"
 ) -> BankItemHistory:
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "GET",
             f"/v1/bank/items/{question_hash}/history",
@@ -209,7 +199,7 @@ async def list_scorings(
     tenant: TenantDep = "default",
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> ScoringList:
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "GET",
             "/v1/scorings",
@@ -230,7 +220,7 @@ async def get_scoring(
     service: ServiceDep,
     tenant: TenantDep = "default",
 ) -> StoredScoring:
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "GET",
             f"/v1/scorings/{quote(scoring_id, safe='')}",
@@ -242,7 +232,7 @@ async def get_scoring(
 
 @router.get(BANK_STATS.path, response_model=BankStats, summary="Bank size and indexed items")
 async def stats(service: ServiceDep, tenant: TenantDep = "default") -> BankStats:
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "GET", "/v1/bank/stats", response_model=BankStats, headers={TENANT_HEADER: tenant}
         )
@@ -258,7 +248,7 @@ async def stats(service: ServiceDep, tenant: TenantDep = "default") -> BankStats
 async def snapshot(
     body: SnapshotRequest, service: ServiceDep, tenant: TenantDep = "default"
 ) -> SnapshotInfo:
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "POST",
             "/v1/bank/snapshots",
@@ -271,7 +261,7 @@ async def snapshot(
 
 @router.get(BANK_SNAPSHOTS.path, response_model=SnapshotList, summary="The tenant's snapshots")
 async def list_snapshots(service: ServiceDep, tenant: TenantDep = "default") -> SnapshotList:
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "GET",
             "/v1/bank/snapshots",
@@ -289,7 +279,7 @@ async def list_snapshots(service: ServiceDep, tenant: TenantDep = "default") -> 
 async def restore(
     body: RestoreRequest, service: ServiceDep, tenant: TenantDep = "default"
 ) -> RestoreResponse:
-    return await _upstream(
+    return await through_upstream(
         service.store.request(
             "POST",
             "/v1/bank/restore",
@@ -308,7 +298,7 @@ async def restore(
 async def export(
     step: Annotated[int, Path(ge=0, le=MAX_STEP)], proxy: ProxyDep, tenant: TenantDep = "default"
 ) -> StreamingResponse:
-    chunks = await _upstream(proxy.export(tenant=tenant, step=step))
+    chunks = await through_upstream(proxy.export(tenant=tenant, step=step))
     return StreamingResponse(
         chunks,
         media_type="application/x-ndjson",
@@ -329,7 +319,7 @@ async def import_snapshot(
     replace: Annotated[bool, Query()] = False,
 ) -> Response:
     body = await request.body()
-    answer = await _upstream(proxy.import_(tenant=tenant, body=body, replace=replace))
+    answer = await through_upstream(proxy.import_(tenant=tenant, body=body, replace=replace))
     return Response(
         content=answer.content, status_code=answer.status_code, media_type="application/json"
     )

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 
 from rubricate.common.auth import request_actor
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
-from rubricate.common.upstream import UpstreamError, upstream_failure
+from rubricate.common.upstream import through_upstream
 from rubricate.stagewise.domain.ssgrpo import (
     group_advantages,
     stage_returns,
@@ -73,10 +73,7 @@ RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
 async def stagewise_score(
     body: StagewiseScoreRequest, service: StagewiseDep, tenant: TenantDep = "default"
 ) -> StagewiseScoreResponse:
-    try:
-        return await service.score(body, tenant=tenant)
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
+    return await through_upstream(service.score(body, tenant=tenant))
 
 
 @router.post(
@@ -101,15 +98,14 @@ async def get_buffer(
     service: StagewiseDep,
     tenant: TenantDep = "default",
 ) -> BufferView:
-    try:
-        return await service.up.store.request(
+    return await through_upstream(
+        service.up.store.request(
             "GET",
             f"/v1/buffers/{question_id}",
             response_model=BufferView,
             headers={TENANT_HEADER: tenant},
         )
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
+    )
 
 
 @router.get(

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from rubricate.common.upstream import UpstreamError, upstream_failure
+from rubricate.common.upstream import through_upstream
 from rubricate.steps.gateway.service import StepsService
 from rubricate_client.endpoints import (
     LISTWISE_REWARD,
@@ -58,10 +58,7 @@ async def segment(body: SegmentRequest, service: StepsDep) -> SegmentResponse:
     summary="A weighted rubric for the agent's next action, and the text to inject",
 )
 async def step_rubric(body: StepRubricRequest, service: StepsDep) -> StepRubricResponse:
-    try:
-        return await service.rubric(body)
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
+    return await through_upstream(service.rubric(body))
 
 
 @router.post(
@@ -70,10 +67,7 @@ async def step_rubric(body: StepRubricRequest, service: StepsDep) -> StepRubricR
     summary="Verify a proposed action against a step rubric: verdicts, score, pass, feedback",
 )
 async def verify(body: VerifyRequest, service: StepsDep) -> VerifyResponse:
-    try:
-        return await service.verify(body)
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
+    return await through_upstream(service.verify(body))
 
 
 @router.post(
