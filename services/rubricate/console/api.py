@@ -7,7 +7,6 @@ from a service only; so what the console shows and changes is exactly what the p
 shows and changes for that tenant, and every change records its author.
 """
 
-import json
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -17,6 +16,7 @@ from rubricate.common.auth import ACTOR_HEADER, AuthSettings, actor_header_value
 from rubricate.common.dispatch import RouteInvoker
 from rubricate_client.endpoints import Endpoint
 from rubricate_client.headers import TENANT_HEADER
+from rubricate_client.schemas.errors import ErrorResponse
 
 RespT = TypeVar("RespT", bound=BaseModel)
 
@@ -62,16 +62,8 @@ class ConsoleApi:
 
 
 def _message(body: bytes) -> str:
-    """The one error shape's message (`{"error": {"message": ...}}`), else the raw text."""
+    """The message of the one error shape, else the raw text."""
     try:
-        data = json.loads(body)
-    except ValueError:
+        return ErrorResponse.model_validate_json(body).error.message
+    except ValidationError:
         return body.decode("utf-8", "replace")[:500]
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        detail = data.get("detail")
-        if isinstance(detail, str):
-            return detail
-    return str(data)[:500]

@@ -1,26 +1,24 @@
 """Console sessions: a signed cookie, and the CSRF token bound to it.
 
-The cookie holds `{t: tenant, a: actor, exp: unix s, n: nonce}`, base64url, then an
-HMAC-SHA256 signature under the console's signing key. Nothing is stored on the server; the API
-key itself is never put in the cookie. Signing out is the cookie's deletion; every session
-ends at `exp`, and rotating the signing key (the console secret, or the internal token it is
-derived from) ends them all.
+The cookie holds `{t: tenant, a: actor, exp: unix s, n: nonce}`, signed with HMAC-SHA256
+under the console's signing key (`common.signing`, as scoped tokens are). Nothing is stored
+on the server; the API key itself is never put in the cookie. Signing out is the cookie's
+deletion; every session ends at `exp`, and rotating the signing key (the console secret, or
+the internal token it is derived from) ends them all.
 
 The CSRF token of a session is HMAC(key, "csrf" + nonce): every form carries it and every
 state-changing request must present it (form field or `X-CSRF-Token` header, which htmx
 sends), on top of SameSite=Strict and a same-origin check (`origin_allowed`).
 """
 
-import base64
-import binascii
-import hashlib
 import hmac
-import json
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
+
+from rubricate.common import signing
 
 COOKIE_NAME: Final = "rubricate_console"
 CSRF_FIELD: Final = "csrf"
@@ -42,47 +40,34 @@ class Session:
 
 
 def signing_key(secret: str) -> bytes:
-    return hmac.new(secret.encode(), _LABEL, hashlib.sha256).digest()
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _sign(key: bytes, body: str) -> str:
-    return _b64(hmac.new(key, body.encode(), hashlib.sha256).digest())
+    return signing.derive_key(secret, _LABEL)
 
 
 def issue(key: bytes, *, tenant: str, actor: str, ttl_s: int, now: float | None = None) -> str:
     """A new session's cookie value."""
-    payload = {
+    claims = {
         "t": tenant,
         "a": actor,
         "exp": int(time.time() if now is None else now) + ttl_s,
         "n": secrets.token_urlsafe(16),
     }
-    body = _b64(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
-    return f"{body}.{_sign(key, body)}"
+    return signing.sign(key, claims)
 
 
 def read(key: bytes, value: str, *, now: float | None = None) -> Session:
     """The session a cookie value proves; SessionError when it proves none."""
-    body, sep, signature = value.partition(".")
-    if not sep or not hmac.compare_digest(signature, _sign(key, body)):
-        raise SessionError("bad signature")
     try:
-        payload = json.loads(_unb64(body))
+        claims = signing.verify(key, value)
+    except signing.SignatureError as exc:
+        raise SessionError("bad signature" if exc.kind == "invalid" else "malformed") from exc
+    try:
         session = Session(
-            tenant=str(payload["t"]),
-            actor=str(payload["a"]),
-            expires_at=int(payload["exp"]),
-            nonce=str(payload["n"]),
+            tenant=str(claims["t"]),
+            actor=str(claims["a"]),
+            expires_at=int(claims["exp"]),
+            nonce=str(claims["n"]),
         )
-    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise SessionError("malformed session") from exc
     if session.expires_at <= (time.time() if now is None else now):
         raise SessionError("expired")
@@ -90,7 +75,7 @@ def read(key: bytes, value: str, *, now: float | None = None) -> Session:
 
 
 def csrf_token(key: bytes, session: Session) -> str:
-    return _sign(key, "csrf:" + session.nonce)
+    return signing.mac(key, "csrf:" + session.nonce)
 
 
 def csrf_valid(key: bytes, session: Session, presented: str | None) -> bool:
