@@ -81,9 +81,8 @@ templates = Environment(
 
 
 def _settings(request: Request) -> ConsoleSettings:
-    settings = getattr(request.app.state, "console_settings", None)
-    if settings is None:
-        settings = request.app.state.console_settings = ConsoleSettings()
+    """Read once by the app that mounts the console (`gateway.app.create_app`)."""
+    settings: ConsoleSettings = request.app.state.console_settings
     return settings
 
 

@@ -134,7 +134,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             await upstreams.aclose()
             await idempotency.aclose()
 
-    return create_service_app(
+    app = create_service_app(
         service="gateway",
         title="Rubricate gateway",
         routers=[
@@ -166,3 +166,5 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             Middleware(DeadlineMiddleware),
         ],
     )
+    app.state.console_settings = console  # the settings the console's routes read
+    return app
