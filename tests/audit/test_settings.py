@@ -13,8 +13,16 @@ from rubricate.testing.fake_judge import FakeJudgeBackend
 
 
 class ChoosingFake(FakeJudgeBackend):
-    """A fake that claims to score choices, like the embedded backend."""
+    """A fake that claims to score choices, standing in for the embedded backend."""
 
+    name = "embedded"
+    supports_choice_scoring = True
+
+
+class ServedChoosingFake(FakeJudgeBackend):
+    """A fake standing in for a served backend that returns log-probabilities."""
+
+    name = "openai"
     supports_choice_scoring = True
 
 
@@ -52,6 +60,20 @@ def test_the_live_model_as_reference_scores_with_the_other_design() -> None:
         tasks=TaskSettings(scoring_design="generate"),
     )
     assert judge.design == "choices"
+
+
+def test_a_served_live_model_as_reference_takes_the_design_auto_does_not_give_it() -> None:
+    """On a served backend with log-probabilities and a shared prefix cache `auto` gives the
+    live judge `generate` (measured, docs/llm.md), so its own reference scores choices; on
+    llama-server's slots `auto` gives `choices`, so the reference writes score sheets."""
+    served = LLMSettings(backend="openai", base_url="http://judge/v1")
+    live = reference_config(AuditLLMSettings(), served)
+    judge = build_reference_judge(audit=AuditSettings(), config=live, backend=ServedChoosingFake())
+    assert judge.design == "choices"
+    slots = served.model_copy(update={"prefix_cache": "per_slot", "concurrency": 4})
+    live = reference_config(AuditLLMSettings(), slots)
+    judge = build_reference_judge(audit=AuditSettings(), config=live, backend=ServedChoosingFake())
+    assert judge.design == "generate"
 
 
 def test_a_backend_with_one_design_cannot_be_its_own_reference() -> None:

@@ -59,6 +59,12 @@ class LLMSettings(BaseSettings):
     a server that decodes one sequence at a time (llama-cpp-python's), so a rollout's calls
     stay consecutive and reuse its cached prefix; set the slot count for llama.cpp's
     `llama-server -np N`."""
+    prefix_cache: Literal["shared", "per_slot"] = "shared"
+    """Where the server caches prompt prefixes, which decides how a request's judge passes
+    are sent (`llm.request_gate`): `shared`, one cache for all sequences (vLLM, SGLang,
+    hosted APIs): a request's first pass alone, then the rest at once; `per_slot`, one cache
+    per parallel slot (llama.cpp's `llama-server -np N`, with `concurrency` = N): a request's
+    passes back to back on one slot, N requests at once."""
 
     # retries (RubricEM App. C.4: up to 5)
     max_retries: int = Field(default=5, ge=0)

@@ -195,16 +195,20 @@ async def test_configured_batch_size_wins() -> None:
 
 
 @pytest.mark.parametrize(
-    ("backend_name", "backend_concurrency", "interleaved"),
-    [("embedded", None, False), ("fake", 1, False), ("fake", 4, True)],
+    ("backend_name", "backend_concurrency", "prefix_cache", "interleaved"),
+    [
+        ("embedded", None, "shared", False),
+        ("fake", 1, "shared", False),
+        ("fake", 4, "shared", True),
+    ],
 )
 async def test_concurrent_requests_do_not_interleave_on_a_one_call_backend(
-    backend_name: str, backend_concurrency: int | None, interleaved: bool
+    backend_name: str, backend_concurrency: int | None, prefix_cache: str, interleaved: bool
 ) -> None:
     labeller = FakeNuggetLabeller()
     backend = FakeJudgeBackend(handlers={"nugget_labels": labeller}, delay_s=0.01)
     backend.name = backend_name  # the fake stands in for that backend kind
-    llm = FAST.model_copy(update={"concurrency": backend_concurrency})
+    llm = FAST.model_copy(update={"concurrency": backend_concurrency, "prefix_cache": prefix_cache})
     # fewer calls in flight than a request has: its later calls queue behind other requests'
     svc = NuggetLabelService(backend=backend, llm=llm, settings=NuggetTaskSettings(concurrency=2))
     one = NuggetLabelsRequest(question="q", blocks=BLOCKS[:1], nuggets=NUGGETS, batch_size=1)
@@ -213,6 +217,37 @@ async def test_concurrent_requests_do_not_interleave_on_a_one_call_backend(
     blocks = [parse_prompt(p)[0] for p in labeller.prompts]
     contiguous = blocks == [BLOCKS[0]] * 4 + [BLOCKS[1]] * 4
     assert contiguous is not interleaved
+
+
+async def test_a_cache_per_slot_gets_a_requests_calls_back_to_back() -> None:
+    """llama-server -np N: each request's calls one after another (so each lands on the slot
+    holding its block), requests side by side up to the slot count."""
+    labeller = FakeNuggetLabeller()
+    backend = FakeJudgeBackend(handlers={"nugget_labels": labeller}, delay_s=0.01)
+    in_flight: dict[str, int] = {}
+    most: dict[str, int] = {}
+    complete = backend.complete
+
+    async def counted(messages: Sequence[Message], params: GenerationParams) -> Completion:
+        block = parse_prompt(messages[-1].content)[0]
+        in_flight[block] = in_flight.get(block, 0) + 1
+        most[block] = max(most.get(block, 0), in_flight[block])
+        try:
+            return await complete(messages, params)
+        finally:
+            in_flight[block] -= 1
+
+    backend.complete = counted  # type: ignore[method-assign]
+    llm = FAST.model_copy(update={"concurrency": 2, "prefix_cache": "per_slot"})
+    svc = NuggetLabelService(backend=backend, llm=llm, settings=NuggetTaskSettings(concurrency=4))
+    requests = [
+        NuggetLabelsRequest(question="q", blocks=[block], nuggets=NUGGETS, batch_size=1)
+        for block in BLOCKS[:2]
+    ]
+    await asyncio.gather(*(svc.label(r) for r in requests))
+    assert most == {BLOCKS[0]: 1, BLOCKS[1]: 1}  # never two calls of a request at once
+    blocks = [parse_prompt(p)[0] for p in labeller.prompts]
+    assert blocks != [BLOCKS[0]] * 4 + [BLOCKS[1]] * 4  # the two requests ran side by side
 
 
 async def test_no_call_is_made_once_the_requests_deadline_has_passed() -> None:

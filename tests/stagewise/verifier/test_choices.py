@@ -156,6 +156,44 @@ def test_choices_needs_a_choice_scoring_backend_and_generate_can_be_forced() -> 
     assert service(FakeYesNoBackend({}), "generate").design == "generate"
 
 
+@pytest.mark.parametrize(
+    ("name", "llm", "design"),
+    [
+        ("embedded", LLMSettings(), "choices"),
+        # llama-cpp-python's server: generate measured faster
+        (
+            "openai",
+            LLMSettings(backend="openai", base_url="http://j/v1", concurrency=1),
+            "generate",
+        ),
+        # vLLM's shared prefix cache: not measured, generate
+        ("openai", LLMSettings(backend="openai", base_url="http://j/v1"), "generate"),
+        # llama-server's slots: choices measured fastest
+        (
+            "openai",
+            LLMSettings(
+                backend="openai", base_url="http://j/v1", concurrency=4, prefix_cache="per_slot"
+            ),
+            "choices",
+        ),
+        (
+            "openai",
+            LLMSettings(
+                backend="openai", base_url="http://j/v1", concurrency=1, prefix_cache="per_slot"
+            ),
+            "choices",
+        ),
+    ],
+)
+def test_auto_gives_the_design_measured_on_the_backend(
+    name: str, llm: LLMSettings, design: str
+) -> None:
+    backend = FakeYesNoBackend({})
+    backend.name = name  # the fake stands in for that backend kind
+    chosen = VerifierService(backend=backend, tasks=TaskSettings(), llm=llm).design
+    assert chosen == design
+
+
 def test_choice_judgment_from_log_probabilities() -> None:
     r = rubric("Cites sources")
     j = stage_scoring.choice_judgment(r, {"yes": math.log(0.2), "no": math.log(0.6)})

@@ -66,12 +66,19 @@ def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-@pytest.mark.parametrize("concurrency", [1, 4])
+@pytest.mark.parametrize(
+    ("concurrency", "prefix_cache"), [(1, "shared"), (4, "shared"), (2, "per_slot")]
+)
 async def test_a_groups_requests_share_one_prefix_and_a_rollouts_passes_another(
-    concurrency: int,
+    concurrency: int, prefix_cache: str
 ) -> None:
     fake = FakeOpenAIServer(p_yes=p_yes)
-    llm = LLMSettings(backend="openai", base_url="http://fake/v1", concurrency=concurrency)
+    llm = LLMSettings(
+        backend="openai",
+        base_url="http://fake/v1",
+        concurrency=concurrency,
+        prefix_cache=prefix_cache,  # type: ignore[arg-type]
+    )
     backend = OpenAICompatBackend(
         base_url="http://fake/v1",
         concurrency=concurrency,
@@ -115,9 +122,35 @@ async def test_a_groups_requests_share_one_prefix_and_a_rollouts_passes_another(
         assert first == [min(mine)]
         first_answered = fake.events.index(("out", first[0]))
         assert all(fake.events.index(("in", i)) > first_answered for i in mine if i != first[0])
+    owners = [next(n for n in range(3) if f"answer {n}:" in u) for u in users]
     if concurrency == 1:  # one call at a time: a rollout's passes are consecutive
-        owners = [next(n for n in range(3) if f"answer {n}:" in u) for u in users]
         assert owners == sorted(owners, key=owners.index)
+    if prefix_cache == "per_slot":
+        # a cache per slot: a rollout's passes one after another (each finds its slot idle,
+        # holding its prefix), and no more rollouts at once than slots
+        in_flight: dict[int, int] = {}
+        for kind, i in fake.events:
+            in_flight[owners[i]] = in_flight.get(owners[i], 0) + (1 if kind == "in" else -1)
+            assert in_flight[owners[i]] in (0, 1)
+        # a rollout is under way from its first pass's arrival to its last pass's answer
+        spans = [
+            (
+                min(t for t, (k, i) in enumerate(fake.events) if k == "in" and owners[i] == n),
+                max(t for t, (k, i) in enumerate(fake.events) if k == "out" and owners[i] == n),
+            )
+            for n in range(len(requests))
+        ]
+        rollouts_at_once = max(
+            sum(1 for start, end in spans if start <= t <= end) for t in range(len(fake.events))
+        )
+        assert rollouts_at_once == concurrency
+    elif concurrency > 1:  # a shared cache: the passes after the first go at once
+        assert any(
+            owners[i] == owners[j] and fake.events.index(("in", j)) < fake.events.index(("out", i))
+            for i in range(len(users))
+            for j in range(len(users))
+            if i != j
+        )
 
 
 def _ask(index: int) -> str:

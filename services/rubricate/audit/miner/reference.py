@@ -21,7 +21,7 @@ from rubricate.llm.base import LLMBackend
 from rubricate.llm.factory import build_backend
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier.service import VerifierService, chosen_design
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,14 @@ def build_reference_judge(
     mode passes the live model's, so it is not loaded twice); else one is built (blocking)."""
     live_tasks = tasks or TaskSettings()
     model = backend if backend is not None else build_backend(config.llm)
-    can_choose = model.supports_choice_scoring
-    wanted = live_tasks.scoring_design
-    live_design = ("choices" if can_choose else "generate") if wanted == "auto" else wanted
+    # the live judge's design counts only when the live model is its own reference (else
+    # reference_design answers `auto`, and the live design may not even exist here)
+    live = chosen_design(live_tasks.scoring_design, model, config.llm) if config.live else None
     design = reference_design(
-        live_design=live_design,
+        live_design=live or "generate",
         reference_is_live=config.live,
         wanted=audit.scoring_design,
-        can_choose=can_choose,
+        can_choose=model.supports_choice_scoring,
     )
     return VerifierService(
         backend=model,

@@ -2,10 +2,12 @@
 
 Calls are issued block-major (all batches of block 1, then block 2, ...) so a backend that
 serves one call at a time (llama.cpp) sees consecutive prompts with the same block prefix
-and reuses its KV cache; a concurrent backend (vLLM) gets them all at once, up to
-`concurrency`. On the embedded backend whole requests also run one at a time, so the calls
-of concurrent requests (a trainer's batch) do not interleave and evict each other's block
-prefix.
+and reuses its KV cache; a concurrent backend with one shared prefix cache (vLLM) gets
+them all at once, up to `concurrency`. On a backend that takes one call at a time
+(embedded) whole requests also run one at a time, and on one with a cache per slot
+(`RUBRICATE_LLM_PREFIX_CACHE=per_slot`, llama.cpp's `llama-server`) a request's calls run
+back to back with one request per slot (`llm.request_gate`), so the calls of concurrent
+requests (a trainer's batch) do not interleave and evict each other's block prefix.
 
 Two designs (chosen by measurement, docs/judge-quality.md). `generate`: the model writes the
 label list. `choices` (the default on the embedded backend; on a served backend that returns
@@ -41,6 +43,7 @@ from rubricate.common.usage import Usage, usage_out
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.choice_call import scored_choices
 from rubricate.llm.errors import OutputParseError
+from rubricate.llm.request_gate import RequestGate
 from rubricate.llm.retry import ensure_time_left, retried
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
@@ -94,7 +97,8 @@ class NuggetTaskSettings(BaseSettings):
     max_block_chars: int = Field(default=6000, ge=200)
     """A longer block is clipped (head and tail kept) in the prompt."""
     concurrency: int = Field(default=16, ge=1)
-    """Model calls in flight per request."""
+    """Model calls in flight per request (1 where the backend's passes go back to back:
+    `llm.request_gate`)."""
     top_logprobs: int = Field(default=5, ge=2, le=20)
     """Alternatives per token read for label probabilities."""
     design: Literal["auto", "generate", "choices"] = "auto"
@@ -162,8 +166,7 @@ class NuggetLabelService:
         self.backend = backend
         self.llm = llm
         self.settings = settings or NuggetTaskSettings()
-        serial = llm.judge_concurrency() == 1 or backend.name == "embedded"
-        self._one_request_at_a_time = asyncio.Lock() if serial else None
+        self.gate = RequestGate(llm, backend.name)
         self.design: Design = self._design()
         self.calibration = (
             load_calibration(self.settings.calibration, model=backend.model)
@@ -205,9 +208,7 @@ class NuggetLabelService:
         return EMBEDDED_BATCH_SIZE if self.backend.name == "embedded" else DEFAULT_BATCH_SIZE
 
     async def label(self, request: NuggetLabelsRequest) -> NuggetLabelsResponse:
-        if self._one_request_at_a_time is None:
-            return await self._label(request)
-        async with self._one_request_at_a_time:
+        async with self.gate.request():
             return await self._label(request)
 
     async def _label(self, request: NuggetLabelsRequest) -> NuggetLabelsResponse:
@@ -216,7 +217,7 @@ class NuggetLabelService:
         batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]
         jobs = [(b, k, batch) for b in range(len(request.blocks)) for k, batch in batches]
         usage = Usage()
-        gate = asyncio.Semaphore(self.settings.concurrency)
+        gate = asyncio.Semaphore(1 if self.gate.passes_back_to_back else self.settings.concurrency)
 
         async def run(b: int, batch: Sequence[str]) -> _Call:
             async with gate:

@@ -5,11 +5,12 @@ backend that returns log-probabilities when chosen, docs/llm.md).
 Every prompt of a group starts with the same bytes (instructions, question, the group's
 rubrics) and every rubric pass of a trajectory with that trajectory's prompt
 (`stagewise.prompts.scoring`), so prefix caches (llama.cpp's, vLLM's) serve them. In the
-choices design the first pass of a trajectory runs alone, so it puts the trajectory in the
-cache, and the other passes then go at once (up to the backend's concurrency). A backend
-that takes one call at a time (`LLMSettings.judge_concurrency() == 1`: embedded, a
-single-sequence server) runs whole requests one after another, so the passes of concurrent
-requests do not interleave and evict each other's prefix.
+choices design the order of a trajectory's passes follows the server's cache
+(`llm.request_gate`): with one shared cache the first pass runs alone, so it puts the
+trajectory in the cache, and the other passes then go at once (up to the backend's
+concurrency); with a cache per slot, or a backend that takes one call at a time, the passes
+run back to back and only as many requests as there are slots run at once, so concurrent
+requests do not evict each other's prefix.
 """
 
 import asyncio
@@ -23,6 +24,7 @@ from rubricate.common.usage import Usage, usage_out
 from rubricate.llm.base import GenerationParams, LLMBackend
 from rubricate.llm.choice_call import scored_choices
 from rubricate.llm.judge_call import judge_call
+from rubricate.llm.request_gate import RequestGate
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
@@ -46,27 +48,10 @@ class VerifierService:
         self._schema = json_schema_for(stage_scoring.ScoreSheet)
         self._schemas: dict[int, dict[str, Any]] = {}
         self.design = self._design()
-        serial = llm.judge_concurrency() == 1 or backend.name == "embedded"
-        self._one_request_at_a_time = asyncio.Lock() if serial else None
-        """A backend with one KV cache (embedded, a single-sequence server): a request's
-        rubric passes run back to back, so its trajectory is read once (interleaved requests
-        would re-read it every pass)."""
+        self.gate = RequestGate(llm, backend.name)
 
     def _design(self) -> Literal["generate", "choices"]:
-        wanted = self.tasks.scoring_design
-        can = self.backend.supports_choice_scoring
-        if wanted == "choices" and not can:
-            raise DomainError(
-                "RUBRICATE_TASK_SCORING_DESIGN=choices needs a backend that scores choices "
-                f"(embedded, or a server that returns log-probabilities; this {self.backend.name} "
-                "backend does not)",
-                field="scoring_design",
-            )
-        if wanted == "auto":
-            # measured (docs/llm.md, "Choosing the scoring design"): choices wins on the
-            # embedded backend; on the served one measured it lost to generate
-            return "choices" if can and self.backend.name == "embedded" else "generate"
-        return wanted
+        return chosen_design(self.tasks.scoring_design, self.backend, self.llm)
 
     def _schema_for(self, n_rubrics: int) -> dict[str, Any]:
         schema = self._schemas.get(n_rubrics)
@@ -77,9 +62,7 @@ class VerifierService:
 
     async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
         if self.design == "choices":
-            if self._one_request_at_a_time is None:
-                return await self._choose(request)
-            async with self._one_request_at_a_time:
+            async with self.gate.request():
                 return await self._choose(request)
         rubrics = request.rubrics
         messages = stage_scoring.build_messages(
@@ -119,8 +102,8 @@ class VerifierService:
 
     async def _choose(self, request: StageScoresRequest) -> StageScoresResponse:
         """One `score_choices` pass per rubric. The first runs alone and puts the trajectory
-        in the backend's prefix cache; the others follow (back to back on a one-call
-        backend, at once on a concurrent one). Transport failures are retried like any judge
+        in the backend's prefix cache; the others follow (back to back where the gate says
+        so, else at once). Transport failures are retried like any judge
         call; a failure after the retries, or the request's deadline, fails the whole
         request (no rubric is silently scored)."""
         rubrics = request.rubrics
@@ -148,7 +131,7 @@ class VerifierService:
 
         try:
             judgments = [await judge(0)]
-            if self._one_request_at_a_time is not None:
+            if self.gate.passes_back_to_back:
                 for index in range(1, len(rubrics)):
                     judgments.append(await judge(index))
             else:
@@ -169,6 +152,28 @@ class VerifierService:
             model=self.backend.model,
             backend=self.backend.name,
         )
+
+
+def chosen_design(
+    wanted: Literal["auto", "generate", "choices"], backend: LLMBackend, llm: LLMSettings
+) -> Literal["generate", "choices"]:
+    """The scoring design `wanted` (RUBRICATE_TASK_SCORING_DESIGN) gives on this backend.
+    `auto` is decided per backend by measurement (docs/llm.md, "Choosing the scoring
+    design"): `choices` on the embedded backend and on a server with a prefix cache per slot
+    (llama.cpp's `llama-server`), where it is the fastest design; `generate` elsewhere
+    (llama-cpp-python's server, where it won; vLLM, not measured)."""
+    can = backend.supports_choice_scoring
+    if wanted == "choices" and not can:
+        raise DomainError(
+            "RUBRICATE_TASK_SCORING_DESIGN=choices needs a backend that scores choices "
+            f"(embedded, or a server that returns log-probabilities; this {backend.name} "
+            "backend does not)",
+            field="scoring_design",
+        )
+    if wanted == "auto":
+        measured_faster = backend.name == "embedded" or llm.prefix_cache == "per_slot"
+        return "choices" if can and measured_faster else "generate"
+    return wanted
 
 
 async def gather_or_cancel(calls: Iterable[Awaitable[T]]) -> list[T]:
