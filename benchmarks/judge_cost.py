@@ -21,7 +21,8 @@ tokens come from the server: vLLM's `usage.prompt_tokens_details.cached_tokens`
 (`--enable-prompt-tokens-details`), llama.cpp's `llama-server` `timings.prompt_n`, or, for
 llama-cpp-python's server (started here), its log's "prefix-match hit" lines.
 
-By default the script starts `python -m llama_cpp.server` with the embedded model
+By default the script starts (a fresh one for each design, so no design reads prompts
+another cached) `python -m llama_cpp.server` with the embedded model
 (Qwen2.5-Coder-1.5B-Instruct Q4_K_M; `--model smollm2` for the 135M wiring model) on
 loopback. llama-cpp-python's server decodes one sequence at a time with one KV cache (no
 parallel slots), so the judge concurrency is 1 there. Run it under the model lock:
@@ -295,14 +296,27 @@ async def flush(backend: OpenAICompatBackend) -> None:
     await backend.complete([Message("user", "Say OK.")], GenerationParams(max_tokens=2))
 
 
+async def reset_prefix_cache(base_url: str) -> bool:
+    """Empty a running server's prefix cache between designs (vLLM's `/reset_prefix_cache`,
+    served with `VLLM_SERVER_DEV_MODE=1`); False where the server has no such endpoint."""
+    root = base_url.removesuffix("/").removesuffix("/v1")
+    async with httpx.AsyncClient(timeout=60) as client:
+        try:
+            response = await client.post(f"{root}/reset_prefix_cache")
+        except httpx.HTTPError:
+            return False
+    return response.status_code == 200
+
+
 async def measure(
-    args: argparse.Namespace, base_url: str, log_path: Path | None
+    args: argparse.Namespace, base_url: str, log_path: Path | None, designs: Sequence[str]
 ) -> dict[str, Cost]:
     cases = load_cases(SHIPPED_SET)
     llm = LLMSettings(
         backend="openai",
         base_url=base_url,
         concurrency=args.concurrency,
+        prefix_cache=args.prefix_cache,
         cache="off",
         openai_schema_mode=args.schema_mode,
         timeout_s=3600,
@@ -317,7 +331,13 @@ async def measure(
             f"{sum(len(r.rubrics) for r in requests)} (rollout, rubric) pairs",
             flush=True,
         )
-        for design in args.designs:
+        for design in designs:
+            if not (log_path or await reset_prefix_cache(base_url)):
+                print(
+                    f"  note: could not empty the server's prefix cache before {design}; "
+                    "it may read prompts an earlier design cached",
+                    flush=True,
+                )
             recorder = Recorder()
             backend = OpenAICompatBackend.from_settings(llm, transport=recorder)
             await flush(backend)
@@ -486,24 +506,35 @@ def main() -> None:
     parser.add_argument(
         "--parallel", type=int, default=4, help="llama-server slots (with --llama-server)"
     )
+    parser.add_argument(
+        "--prefix-cache",
+        choices=("shared", "per_slot"),
+        default=None,
+        help="the server's prefix cache, which orders Rubricate's passes (llm.request_gate): "
+        "per_slot with --llama-server, else shared",
+    )
     args = parser.parse_args()
     spawned = args.base_url is None
+    if args.prefix_cache is None:
+        args.prefix_cache = "per_slot" if args.llama_server else "shared"
     python_server = spawned and args.llama_server is None
     if args.concurrency is None:
         args.concurrency = 1 if python_server else (args.parallel if spawned else 16)
     if args.schema_mode is None:
         args.schema_mode = "json_object" if python_server else "auto"
+    if not spawned:
+        report(asyncio.run(measure(args, args.base_url, None, args.designs)), args.groups)
+        return
+    # a fresh server for each design: llama-server keeps prompts it evicts from a slot in RAM
+    # (--cache-ram) and would serve one design's prompts from another's cache
+    costs: dict[str, Cost] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        process = None
-        log_path: Path | None = None
-        base_url = args.base_url
-        if spawned:
-            log_path = Path(tmp) / "server.log"
+        for design in args.designs:
+            log_path = Path(tmp) / f"server-{design}.log"
             process, base_url = start_server(args, log_path)
-        try:
-            costs = asyncio.run(measure(args, base_url, log_path))
-        finally:
-            if process is not None:
+            try:
+                costs |= {design: asyncio.run(measure(args, base_url, log_path, [design]))[design]}
+            finally:
                 process.terminate()
                 process.wait(timeout=30)
     report(costs, args.groups)
