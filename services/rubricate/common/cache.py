@@ -12,11 +12,11 @@ import time
 from collections import OrderedDict
 from typing import Protocol
 
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from rubricate.common.metrics import CACHE_LOOKUPS, CACHE_UP
+from rubricate.common.redis_client import CancellableRedis, redis_client
 
 log = logging.getLogger("rubricate.common.cache")
 
@@ -103,12 +103,8 @@ class RedisCache:
 
     def __init__(self, url: str, *, timeout_s: float = 0.5) -> None:
         self.url = url
-        self._redis: Redis = Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),
+        self._redis: CancellableRedis = redis_client(
+            url, timeout_s=timeout_s, retry=Retry(NoBackoff(), 0)
         )
         self._set = self._redis.register_script(_SET_LUA)
 

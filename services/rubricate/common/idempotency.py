@@ -33,7 +33,6 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-import redis.asyncio as aioredis
 from fastapi import Request
 from prometheus_client import Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rubricate.common.auth import scope_tenant
 from rubricate.common.errors import error_json
 from rubricate.common.metrics import IDEMPOTENT_REPLAYS
+from rubricate.common.redis_client import CancellableRedis, redis_client
 
 log = logging.getLogger("rubricate.common.idempotency")
 
@@ -185,12 +185,7 @@ class RedisIdempotencyStore(IdempotencyStore):
     def __init__(
         self, url: str, *, prefix: str = "rubricate:idem:", timeout_s: float = 5.0
     ) -> None:
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-        )
+        self._redis: CancellableRedis = redis_client(url, timeout_s=timeout_s)
         self._prefix = prefix
         self._renew = self._redis.register_script(_RENEW)
         self._release = self._redis.register_script(_RELEASE)

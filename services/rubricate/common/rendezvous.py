@@ -32,9 +32,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from rubricate.common.redis_client import CancellableRedis, redis_client
 from rubricate.common.upstream import deadline_scope
 
 log = logging.getLogger("rubricate.common.rendezvous")
@@ -444,9 +444,7 @@ class RedisRendezvousStore(RendezvousStore):
         prefix: str = "rubricate:rv:",
         timeout_s: float = 5.0,
     ) -> None:
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url, decode_responses=True, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
-        )
+        self._redis: CancellableRedis = redis_client(url, timeout_s=timeout_s)
         self.retention_s = retention_s
         self._prefix = prefix
         self._join = self._redis.register_script(_JOIN)

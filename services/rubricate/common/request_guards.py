@@ -86,8 +86,9 @@ class RequestGuardMiddleware:
         parts: list[bytes] = []
         final: Message | None = None
         while True:
-            try:
-                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+            try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can drop a cancellation
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    message = await receive()
             except TimeoutError:
                 await self._timed_out(scope, receive, send)
                 return

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from rubricate.common.metrics import JUDGE_CACHE
+from rubricate.common.redis_client import CancellableRedis, redis_client
 from rubricate.llm.base import (
     ChoiceScores,
     Completion,
@@ -63,9 +62,7 @@ class MemoryCompletionCache(CompletionCache):
 
 class RedisCompletionCache(CompletionCache):
     def __init__(self, url: str, *, ttl_s: int, prefix: str = "rubricate:judge:") -> None:
-        self._redis: aioredis.Redis = aioredis.Redis.from_url(
-            url, decode_responses=True, socket_timeout=2, socket_connect_timeout=2
-        )
+        self._redis: CancellableRedis = redis_client(url, timeout_s=2)
         self.ttl_s = ttl_s
         self.prefix = prefix
 

@@ -1,0 +1,71 @@
+"""The asyncio Redis client every Redis store opens (`redis_client(url, ...)`): a call stays
+cancellable.
+
+Cancelling a task while redis-py (8.x) runs a command in it is not safe on Python 3.11:
+- a command is sent under `asyncio.wait_for`, which on 3.11 returns the result and drops the
+  cancellation when the send finishes as the task is cancelled (CPython gh-86296, fixed in
+  3.12). The task goes on as if nothing happened: a lease-renewal loop never stops, a request
+  outlives its deadline, a shutdown waits forever;
+- a cancellation while the pool hands out a connection can leave the pool spinning.
+
+So the caller's cancellation never reaches redis-py: each command runs in a task of its own,
+awaited through `asyncio.shield`. A cancelled caller gets `CancelledError` at once, and its
+command finishes on its own (bounded by the socket timeouts), leaving its connection clean
+for the next command. `aclose()` lets the commands still running finish before it closes the
+pool.
+"""
+
+import asyncio
+import contextlib
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+
+CLOSE_GRACE_S = 2.0
+"""How long `aclose()` waits for commands still running (their callers were cancelled)."""
+
+
+class CancellableRedis(aioredis.Redis):
+    """`redis.asyncio.Redis` whose commands (scripts included) are shielded from the caller's
+    cancellation, see the module docstring. Pipelines and pub/sub are not covered: no store
+    uses them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._running: set[asyncio.Task[Any]] = set()
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        command = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        call = asyncio.ensure_future(command)
+        self._running.add(call)
+        call.add_done_callback(self._settled)
+        return await asyncio.shield(call)
+
+    def _settled(self, call: "asyncio.Future[Any]") -> None:
+        self._running.discard(call)
+        if not call.cancelled():
+            # a command whose caller was cancelled: nobody reads its error (the next
+            # command sees the same failure)
+            with contextlib.suppress(BaseException):
+                call.exception()
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        if self._running:
+            await asyncio.wait(list(self._running), timeout=CLOSE_GRACE_S)
+        await super().aclose(close_connection_pool)
+
+
+def redis_client(
+    url: str, *, timeout_s: float, retry: Retry | None = None, decode_responses: bool = True
+) -> CancellableRedis:
+    """A client for `url` with `timeout_s` to connect and per socket operation; `retry`:
+    redis-py's retry policy (None: its default)."""
+    options: dict[str, Any] = {
+        "decode_responses": decode_responses,
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+    }
+    if retry is not None:
+        options["retry"] = retry
+    return cast(CancellableRedis, CancellableRedis.from_url(url, **options))
