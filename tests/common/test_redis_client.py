@@ -8,17 +8,14 @@ import asyncio
 import pytest
 import redis
 
-from rubricate.common.redis_client import CancellableRedis, redis_client
+from rubricate.common.redis_client import CancellableRedis
+from rubricate.common.redis_client import redis_client as open_client
 
 
 @pytest.fixture
 async def client(redis_url: str, redis_client: "redis.Redis[str]") -> CancellableRedis:
     assert redis_client.ping()  # flushed
-    return redis_client_for(redis_url)
-
-
-def redis_client_for(url: str) -> CancellableRedis:
-    return redis_client(url, timeout_s=5)
+    return open_client(redis_url, timeout_s=5)
 
 
 async def test_a_task_cancelled_during_a_command_stops(client: CancellableRedis) -> None:
