@@ -152,6 +152,20 @@ TENANT_THROTTLED = Counter(
     "rubricate_tenant_throttled_total",
     "Gateway requests refused with 429 because the tenant had too many in flight.",
 )
+REDIS_COMMANDS = Counter(
+    "rubricate_redis_commands_total",
+    "Commands this process sent to Redis (a Lua script counts once), by client "
+    "(rendezvous | idempotency | buffer_cache | judge_cache).",
+    ["client"],
+)
+GROUP_WAITERS = Gauge(
+    "rubricate_group_waiters",
+    "/get_reward samples waiting on this gateway for their group to be gathered or scored.",
+)
+PENDING_ROLLOUTS = Gauge(
+    "rubricate_pending_rollouts",
+    "Rollouts admitted and not yet answered on this gateway replica, all tenants.",
+)
 JUDGE_CACHE = Counter(
     "rubricate_judge_cache_total",
     "Deterministic (temperature 0) judge calls by cache result "
