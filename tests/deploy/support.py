@@ -39,6 +39,7 @@ HISTOGRAMS: dict[str, frozenset[str]] = {
     "rubricate_grpc_request_duration_seconds": frozenset({"method", "code"}),
     "rubricate_audit_group_agreement": frozenset(),
     "rubricate_audit_rank_tau": frozenset(),
+    "rubricate_event_loop_lag_seconds": frozenset({"service"}),
 }
 COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_fallbacks_total": frozenset({"kind"}),

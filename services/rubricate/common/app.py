@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rubricate.common.auth import AuthMiddleware, AuthSettings
 from rubricate.common.errors import error_json, install_error_handlers
 from rubricate.common.logging import ACCESS_LOGGER, MAX_REQUEST_ID_CHARS, REQUEST_ID
+from rubricate.common.loop_lag import DEFAULT_INTERVAL_S, with_loop_lag
 from rubricate.common.metrics import HTTP_LATENCY
 from rubricate.common.request_guards import DEFAULT_BODY_TIMEOUT_S, RequestGuardMiddleware
 from rubricate_client.schemas.errors import ErrorResponse
@@ -41,6 +42,9 @@ class HTTPSettings(BaseSettings):
     body_timeout_s: float = Field(default=DEFAULT_BODY_TIMEOUT_S, gt=0, le=3600)
     """A request body must arrive in full within this long of the request's start, else
     408 and the connection is closed (a stalled client holds nothing forever)."""
+    loop_lag_interval_s: float = Field(default=DEFAULT_INTERVAL_S, ge=0, le=60)
+    """How often the service samples its event loop's lag
+    (`rubricate_event_loop_lag_seconds`, `common.loop_lag`); 0 turns the sampler off."""
 
 
 class RequestContextMiddleware:
@@ -165,6 +169,9 @@ def create_service_app(
     guard (the body has arrived and its text is storable), outermost first.
     `body_timeout_s`: default RUBRICATE_HTTP_BODY_TIMEOUT_S (60 s).
     `own_session_prefixes`: paths that sign their users in themselves (the console)."""
+    http = HTTPSettings()
+    if http.loop_lag_interval_s > 0:
+        lifespan = with_loop_lag(service, lifespan, interval_s=http.loop_lag_interval_s)
     app = FastAPI(title=title, lifespan=lifespan, responses=ERROR_RESPONSES)
     install_error_handlers(app)
     # added first = innermost: request ids, limits and latency wrap the authentication
@@ -172,7 +179,7 @@ def create_service_app(
         app.add_middleware(item.cls, *item.args, **item.kwargs)
     app.add_middleware(
         RequestGuardMiddleware,
-        body_timeout_s=body_timeout_s or HTTPSettings().body_timeout_s,
+        body_timeout_s=body_timeout_s or http.body_timeout_s,
     )
     app.state.auth = auth or AuthSettings()
     app.add_middleware(

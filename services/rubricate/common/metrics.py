@@ -166,6 +166,13 @@ PENDING_ROLLOUTS = Gauge(
     "rubricate_pending_rollouts",
     "Rollouts admitted and not yet answered on this gateway replica, all tenants.",
 )
+EVENT_LOOP_LAG = Histogram(
+    "rubricate_event_loop_lag_seconds",
+    "How late the service's event loop ran a timer (sampled every 50 ms by "
+    "rubricate.common.loop_lag): the time a ready task waits for the loop, by service.",
+    ["service"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
 JUDGE_CACHE = Counter(
     "rubricate_judge_cache_total",
     "Deterministic (temperature 0) judge calls by cache result "
