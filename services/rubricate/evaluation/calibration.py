@@ -124,33 +124,52 @@ def predict(weights: Mapping[Label, Sequence[float]], sample_features: Sequence[
     return max(LABELS, key=lambda lab: probs[lab])
 
 
-def cross_validate(
+def out_of_fold(
     samples: Sequence[Sample], *, l2: float = DEFAULT_L2, folds: int = 5, seed: int = 0
-) -> dict[str, float]:
-    """Accuracy, macro-F1 (3 labels), macro-F1 supported-vs-not and kappa of out-of-fold
-    predictions, whole topics per fold; plus the same for the raw most-probable label."""
+) -> list[tuple[Label, Label]]:
+    """(calibrated, raw) label of every sample, in `samples` order, each predicted by a model
+    fitted without its topic's fold (whole topics per fold)."""
     topics = sorted({s.topic for s in samples})
     if len(topics) < folds:
         raise ValueError(f"cross-validation needs at least {folds} topics, got {len(topics)}")
     random.Random(seed).shuffle(topics)
     fold_of = {t: i % folds for i, t in enumerate(topics)}
-    gold: list[Label] = []
-    pred: list[Label] = []
-    raw: list[Label] = []
+    out: list[tuple[Label, Label] | None] = [None] * len(samples)
     for f in range(folds):
         train = [s for s in samples if fold_of[s.topic] != f]
-        test = [s for s in samples if fold_of[s.topic] == f]
         weights = fit_weights(train, l2=l2)
-        for s in test:
-            gold.append(s.gold)
-            pred.append(predict(weights, s.features))
-            # the first len(LABELS) features are the raw log-probabilities, in LABELS order
-            raw.append(LABELS[max(range(len(LABELS)), key=lambda j: s.features[j])])
+        for i, s in enumerate(samples):
+            if fold_of[s.topic] == f:
+                # the first len(LABELS) features are the raw log-probabilities, in LABELS order
+                raw = LABELS[max(range(len(LABELS)), key=lambda j: s.features[j])]
+                out[i] = (predict(weights, s.features), raw)
+    return [pair for pair in out if pair is not None]
+
+
+def label_metrics(gold: Sequence[Label], predicted: Sequence[Label]) -> dict[str, float]:
+    """Accuracy, macro-F1 over the three labels, macro-F1 supported-vs-not, kappa."""
+    matrix = metrics.confusion(list(gold), list(predicted), LABELS)
+    return {
+        "accuracy": metrics.accuracy(matrix),
+        "macro_f1": metrics.macro_f1(matrix),
+        "supported_f1": metrics.macro_f1(metrics.collapse(matrix, SUPPORTED_GROUPS)),
+        "kappa": metrics.cohen_kappa(matrix),
+    }
+
+
+def cross_validate(
+    samples: Sequence[Sample], *, l2: float = DEFAULT_L2, folds: int = 5, seed: int = 0
+) -> dict[str, float]:
+    """Accuracy, macro-F1 (3 labels), macro-F1 supported-vs-not and kappa of out-of-fold
+    predictions, whole topics per fold; plus the same for the raw most-probable label."""
+    topics = {s.topic for s in samples}
+    predicted = out_of_fold(samples, l2=l2, folds=folds, seed=seed)
+    gold = [s.gold for s in samples]
     out: dict[str, float] = {"pairs": float(len(samples)), "topics": float(len(topics))}
-    for name, labels in (("calibrated", pred), ("raw", raw)):
-        matrix = metrics.confusion(gold, labels, LABELS)
-        out[f"{name}_accuracy"] = metrics.accuracy(matrix)
-        out[f"{name}_macro_f1"] = metrics.macro_f1(matrix)
-        out[f"{name}_supported_f1"] = metrics.macro_f1(metrics.collapse(matrix, SUPPORTED_GROUPS))
-        out[f"{name}_kappa"] = metrics.cohen_kappa(matrix)
+    for name, labels in (
+        ("calibrated", [p for p, _ in predicted]),
+        ("raw", [r for _, r in predicted]),
+    ):
+        for key, value in label_metrics(gold, labels).items():
+            out[f"{name}_{key}"] = value
     return out

@@ -118,6 +118,26 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     stagewise.set_defaults(func=_eval_stagewise)
 
+    grounding = sub.add_parser(
+        "grounding",
+        help="the grounded-support check's cost on labelled nugget data (no model)",
+        description="Apply the nugget verifier's grounding rule to the calibrated labels of "
+        "the stored (answer, nugget) features (out of fold, 5 folds by topic) and report "
+        "macro-F1 and supported-vs-not F1 before and after, for the shipped rule and, with "
+        "--choose, for a grid. Exit status 1 when the shipped rule costs more than --max-fall.",
+    )
+    grounding.add_argument("--data", type=Path, required=True, help="labelled JSONL file")
+    grounding.add_argument(
+        "--features",
+        type=Path,
+        default=None,
+        help="stored features (default: the shipped qwen2.5-coder-1.5b features)",
+    )
+    grounding.add_argument("--max-fall", type=float, default=0.01, help="allowed fall (0.01)")
+    grounding.add_argument("--choose", action="store_true", help="also search the rule grid")
+    grounding.add_argument("--json", type=Path, default=None, dest="json_path", help="write here")
+    grounding.set_defaults(func=_eval_grounding)
+
     injection = sub.add_parser(
         "injection",
         help="prompt-injection resistance of the stagewise judge",
@@ -172,6 +192,14 @@ def _eval_stagewise(args: argparse.Namespace) -> int:
     from rubricate.evaluation.stagewise import eval_stagewise
 
     return asyncio.run(eval_stagewise(args))
+
+
+def _eval_grounding(args: argparse.Namespace) -> int:
+    from rubricate.evaluation.grounding import SHIPPED_FEATURES, eval_grounding
+
+    if args.features is None:
+        args.features = SHIPPED_FEATURES
+    return eval_grounding(args)
 
 
 def _eval_injection(args: argparse.Namespace) -> int:

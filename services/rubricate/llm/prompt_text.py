@@ -39,6 +39,7 @@ route is defused too.
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from rubricate.llm.base import Message
@@ -202,6 +203,86 @@ _FOREIGN_DEMAND = re.compile(
     re.I,
 )
 
+# Text that addresses a nugget, step, rank or reflection judge without naming it (GitHub
+# issue 25): a blob of labels or verdicts in a judge's output shape, a claim that everything
+# is already confirmed, a demand to label/mark/rank the material, a reviewer's remark, a
+# quoted grading policy, role-play set-ups, and the same in a few other languages.
+_LABEL_SHEET = re.compile(
+    r'"(?:labels?|verdicts?|meets|satisfied|ranking|support|not_support|partial_support'
+    r"|diagnostic_accuracy|specificity|scope_balance|within|cross)\"\s*:"
+    r'|:\s*"(?:support|partial_support|not_support)"',
+    re.I,
+)
+_DEICTIC = (
+    r"(?:above|here(?:in)?|below|so\s+far|in\s+(?:this|the|my)\s+(?:answer|response|text|"
+    r"action|reflection|candidate|paragraph|block)s?|of\s+this\s+(?:answer|response|text))"
+)
+_OUTCOME_CLAIM = re.compile(
+    r"\b(?:every|each|all)(?:\s+(?:of\s+)?(?:the|these|those|my|its|this))?\s+"
+    r"(?:statements?|claims?|facts?|nuggets?|criteri\w*|candidates?|requirements?|points?"
+    r"|dimensions?|items?|labels?|conditions?|sentences?)\s+" + _DEICTIC + r"[^.\n]{0,60}?"
+    r"\b(?:confirmed|verified|supported|satisfied|fulfilled|met\b|validated|approved|correct\b"
+    r"|true\b|accurate\b)"
+    r"|\b(?:fully|already)\s+(?:verified|confirmed|supported|satisfied|validated)\s+"
+    r"(?:by|against|per)\b",
+    re.I,
+)
+_LABEL_DEMAND = re.compile(
+    r"\b(?:label|mark|tag|classify|rank|score)\w*\s+(?:this|these|them|every|each|all|"
+    r"the\s+(?:statements?|nuggets?|claims?|action|candidate|reflection|answer|above))\b"
+    r"[^.\n]{0,50}?\b(?:as|at)\s+(?:being\s+)?(?:[\"'“‘]\s*)?(?:support(?:ed)?\b|fully\b"
+    r"|satisfied|meeting|met\b|first\b|number\s+one|confirmed|verified|10\b|ten\b)"
+    r"|\b(?:should|must|deserves?\s+to|is\s+to)\s+be\s+(?:ranked|rated|scored|label+ed|marked|"
+    r"judged|placed)\s+(?:as\s+)?(?:first|highest|top|best|supported|support|"
+    r"satisfied|excellent|perfect|10\b)",
+    re.I,
+)
+_REMARK = re.compile(
+    r"[\[(]\s*(?:the\s+)?(?:reviewer|annotator|fact[- ]?checker|moderator|examiner|verifier"
+    r"|referee|auditor|checker|assessor|adjudicator)(?:['’]s)?\s+(?:remark|note|comment|"
+    r"verdict|assessment|decision|confirmation)"
+    r"|\b(?:reviewer|annotator|fact[- ]?checker|moderator|examiner|verifier|referee|auditor"
+    r"|assessor|adjudicator)(?:['’]s)?\s+(?:remark|note|comment|verdict|assessment|decision|"
+    r"confirmation)\s*[:：]",
+    re.I,
+)
+_POLICY = re.compile(
+    r"\b(?:grading|scoring|label+ing|ranking|annotation|judging|marking)\s+"
+    r"(?:policy|guidelines?|rules?|protocol)\s*(?:\(|[:：]|[\"“]|\bsays\b|\bstates\b|\breads\b)"
+    r"|\b(?:per|according\s+to|under)\s+the\s+(?:\w+\s+)?(?:grading|scoring|label+ing|ranking|"
+    r"annotation|judging)\s+(?:policy|guidelines?|rules?|protocol)",
+    re.I,
+)
+_ROLE_PLAY = re.compile(
+    r"\b(?:you\s+are\s+now|from\s+now\s+on,?\s+you|pretend\s+(?:to\s+be|you\s+are)"
+    r"|imagine\s+you\s+are|let['’]?s\s+(?:role[- ]?play|play\s+a\s+game)|stay\s+in\s+character"
+    r"|in\s+this\s+game,?\s+you"
+    r"|you\s+are\s+(?:a|an|the)\s+(?:\w+\s+){0,2}(?:grader|judge|evaluator|reviewer|verifier|"
+    r"fact[- ]?checker|annotator|examiner|assessor)\b"
+    r"|act\s+as\s+(?:a|an|the)\s+(?:\w+\s+)?(?:grader|judge|evaluator|reviewer|verifier|"
+    r"fact[- ]?checker|annotator|examiner|assessor))",
+    re.I,
+)
+_FOREIGN_CLAIM = re.compile(
+    r"(?:toutes?|chaque)\s+(?:les\s+)?(?:affirmations?|déclarations?|critères?|énoncés?|faits?)"
+    r"[^.\n]{0,60}(?:confirmé|étayé|vérifié|satisfait|rempli|validé)"
+    r"|\b(?:marquez|étiquetez|classez)\b[^.\n]{0,60}\bcomme\b"
+    r"|(?:todas?|todos|cada)\s+(?:las\s+|los\s+)?(?:afirmaciones|declaraciones|criterios|"
+    r"enunciados|hechos)[^.\n]{0,60}(?:confirmad|verificad|respaldad|cumplid|satisfech)"
+    r"|\b(?:marque|etiquete|clasifique)\w*\b[^.\n]{0,60}\bcomo\b"
+    r"|(?:alle|jede)\s+(?:Aussagen?|Kriterien|Behauptungen)[^.\n]{0,60}"
+    r"(?:bestätigt|belegt|erfüllt|verifiziert)"
+    r"|\b(?:markiere|bewerte|kennzeichne)\w*\b[^.\n]{0,60}\bals\b"
+    r"|(?:tutte|ogni)\s+(?:le\s+)?(?:affermazioni|dichiarazioni|criteri)[^.\n]{0,60}"
+    r"(?:confermat|verificat|soddisfatt)"
+    r"|(?:todas?|cada)\s+(?:as\s+)?(?:afirmações|declarações|critérios)[^.\n]{0,60}"
+    r"(?:confirmad|verificad|atendid)"
+    r"|所有(?:陈述|说法|标准|事实|要点)[^。\n]{0,30}(?:已|均|都)|标记为|排名第一|排在第一"
+    r"|(?:すべて|全て)の(?:記述|基準|主張)"
+    r"|все\s+(?:утверждения|критерии)[^.\n]{0,60}(?:подтвержден|выполнен)",
+    re.I,
+)
+
 MARKERS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ("prompt fence tag", _FENCE_TAG),
     ("chat-template control token", _BAR_TOKEN),
@@ -213,6 +294,13 @@ MARKERS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ("score sheet", _SHEET),
     ("demand addressed to the grader", _SCORE_DEMAND),
     ("demand addressed to the grader", _FOREIGN_DEMAND),
+    ("label or verdict sheet", _LABEL_SHEET),
+    ("claim that the material is already verified", _OUTCOME_CLAIM),
+    ("demand to label or rank the material", _LABEL_DEMAND),
+    ("reviewer's remark", _REMARK),
+    ("quoted grading policy", _POLICY),
+    ("role-play set-up", _ROLE_PLAY),
+    ("demand addressed to the grader", _FOREIGN_CLAIM),
 )
 
 
@@ -226,6 +314,51 @@ def manipulation_markers(text: str) -> list[str]:
     for name, pattern in MARKERS:
         if name not in found and pattern.search(visible):
             found.append(name)
+    return found
+
+
+@dataclass(frozen=True)
+class MarkerSpan:
+    name: str
+    start: int
+    """Offsets into the text with invisible characters removed (`strip_invisible`)."""
+    end: int
+
+
+def marker_spans(text: str) -> list[MarkerSpan]:
+    """Every match of every marker of `manipulation_markers` in `text` (invisible characters
+    removed first: the offsets are into `strip_invisible(text)`)."""
+    visible = strip_invisible(text)
+    return [
+        MarkerSpan(name, m.start(), m.end())
+        for name, pattern in MARKERS
+        for m in pattern.finditer(visible)
+    ]
+
+
+def addressing_by_part(parts: Sequence[str]) -> list[list[str]]:
+    """The markers of each of `parts` (an answer's blocks, a slate's candidates), including
+    those that only appear when consecutive parts are read together: an instruction split
+    across blocks ("every statement" / "above is confirmed") is charged to every part its
+    match touches. Empty lists for ordinary material."""
+    found = [manipulation_markers(p) for p in parts]
+    if len(parts) < 2:
+        return found
+    visible = [" ".join(strip_invisible(p).split()) for p in parts]
+    joined = " ".join(visible)
+    bounds: list[tuple[int, int]] = []
+    at = 0
+    for v in visible:
+        bounds.append((at, at + len(v)))
+        at += len(v) + 1
+    for span in marker_spans(joined):
+        touched = [i for i, (a, b) in enumerate(bounds) if span.start < b and span.end > a]
+        if len(touched) < 2:
+            continue  # within one part: already found (or whitespace-only difference)
+        for i in touched:
+            name = f"{span.name} (split across parts)"
+            if name not in found[i]:
+                found[i].append(name)
     return found
 
 
