@@ -1,6 +1,8 @@
 """The rendezvous (`common.rendezvous`), in process and on a real Redis: entries of one group
-sent by several callers are scored once, a dead leader's group is taken over, entries sent
-again are answered from the first result, and an incomplete group is scored after its window."""
+sent by several callers (and replicas) are scored once, a dead leader's group is taken over
+once, entries sent again are answered from the first result, an incomplete group is scored
+after its window, and a waiting entry costs no Redis command of its own however long it
+waits."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -18,6 +20,7 @@ from rubricate.common.rendezvous import (
     RendezvousStore,
     Scored,
 )
+from rubricate.common.metrics import REDIS_COMMANDS
 from rubricate.common.upstream import current_deadline, deadline_scope
 
 RETENTION_S = 60.0
@@ -53,7 +56,7 @@ class Judge:
 
 
 def rendezvous(store: RendezvousStore, *, lease_s: float = 5.0) -> Rendezvous:
-    return Rendezvous(store, retention_s=RETENTION_S, wait_s=10.0, lease_s=lease_s, poll_s=0.01)
+    return Rendezvous(store, retention_s=RETENTION_S, wait_s=10.0, lease_s=lease_s)
 
 
 def entries(*names: str) -> list[Entry]:
@@ -134,8 +137,9 @@ async def test_a_dead_leaders_group_is_taken_over(store: RendezvousStore) -> Non
     rv, judge = rendezvous(store, lease_s=0.2), Judge()
     assert await rv.gather("g", entries("b"), expected=2, window_s=30, score=judge) == ["b/2/2"]
     assert [sorted(b.payloads) for b in judge.batches] == [["a", "b"]]
-    (result,) = await store.results("g", "dead", [0])
-    assert result is not None and result.endswith("a/2/2")  # the dead leader's entry too
+    found = await store.check("g", "dead", [0], owner="x", lease_s=1)
+    assert found.results[0] is not None and found.results[0].endswith("a/2/2")  # its entry too
+    assert not found.claimed  # scored: nobody leads it again
     await rv.aclose()
 
 
@@ -150,7 +154,7 @@ async def test_a_failed_scoring_reaches_every_caller_and_is_not_kept(
         calls += 1
         raise ValueError("judge exploded")
 
-    other = Rendezvous(store, retention_s=RETENTION_S, wait_s=10.0, poll_s=0.01)
+    other = Rendezvous(store, retention_s=RETENTION_S, wait_s=10.0)
     results = await asyncio.gather(
         rv.gather("g", entries("a"), expected=2, window_s=30, score=broken),
         other.gather("g", entries("b"), expected=2, window_s=30, score=broken),
@@ -194,3 +198,138 @@ async def test_the_group_is_scored_without_the_leading_requests_deadline(
     follower = await asyncio.wait_for(follow, 10)
     assert follower == ["b/2"] and seen == [None]
     await rv.aclose()
+
+
+def redis_commands() -> float:
+    """Commands the rendezvous' clients have sent to Redis in this process."""
+    return REDIS_COMMANDS.labels("rendezvous")._value.get()
+
+
+@pytest.fixture
+def redis_store(redis_url: str, redis_client: redis.Redis) -> RendezvousStore:
+    return RedisRendezvousStore(redis_url, retention_s=RETENTION_S)
+
+
+@pytest.mark.parametrize("window_s", [0.3, 3.0])
+async def test_a_waiting_sample_sends_no_redis_command_of_its_own(
+    redis_store: RendezvousStore, window_s: float
+) -> None:
+    """Sixteen samples sent one per call wait for a group of 17 that never fills: the commands
+    per sample are the same for a short and a ten times longer wait (no polling), and few."""
+    rv, judge = rendezvous(redis_store, lease_s=30.0), Judge()
+    # the first run of each script also loads it (NOSCRIPT, SCRIPT LOAD): load them first
+    await rv.gather("warm-up", entries("w"), expected=2, window_s=0.1, score=judge)
+    judge.batches.clear()
+    before = redis_commands()
+    names = [f"s{i}" for i in range(16)]
+    results = await asyncio.gather(
+        *(rv.gather("g", entries(n), expected=17, window_s=window_s, score=judge) for n in names)
+    )
+    sent = redis_commands() - before
+    assert [r[0] for r in results] == [f"{n}/16/17" for n in names]
+    assert len(judge.batches) == 1
+    # one join per call, then per instance: status, seal, publish (and no renewal: the
+    # lease of 30 s outlives both windows)
+    assert sent == 16 + 3, sent
+    await rv.aclose()
+
+
+async def test_a_group_split_over_replicas_is_scored_once_with_all_its_entries(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    """Three replicas (each its own store and pool on one Redis) share a group of 12 sent one
+    entry per call, round robin."""
+    replicas = [
+        rendezvous(RedisRendezvousStore(redis_url, retention_s=RETENTION_S)) for _ in range(3)
+    ]
+    judge = Judge()
+    names = [f"s{i}" for i in range(12)]
+    results = await asyncio.gather(
+        *(
+            replicas[i % 3].gather("g", entries(n), expected=12, window_s=30, score=judge)
+            for i, n in enumerate(names)
+        )
+    )
+    assert [r[0] for r in results] == [f"{n}/12/12" for n in names]
+    assert len(judge.batches) == 1 and sorted(judge.batches[0].payloads) == sorted(names)
+    for rv in replicas:
+        await rv.aclose()
+
+
+async def test_a_retried_entry_attaches_to_its_slot_in_the_open_group(
+    store: RendezvousStore,
+) -> None:
+    """A trainer that timed out posts a sample again while its group still gathers: the retry
+    waits on the sample's slot, it does not take a second one."""
+    rv, judge = rendezvous(store), Judge()
+    first = asyncio.create_task(rv.gather("g", entries("a"), expected=2, window_s=30, score=judge))
+    await asyncio.sleep(0.05)
+    again = asyncio.create_task(rv.gather("g", entries("a"), expected=2, window_s=30, score=judge))
+    await asyncio.sleep(0.05)
+    assert not first.done() and not again.done()  # still one sample of two
+    last = await rv.gather("g", entries("b"), expected=2, window_s=30, score=judge)
+    assert (await first, await again, last) == (["a/2/2"], ["a/2/2"], ["b/2/2"])
+    assert len(judge.batches) == 1
+    await rv.aclose()
+
+
+async def test_equal_entries_of_one_call_take_a_slot_each(store: RendezvousStore) -> None:
+    rv, judge = rendezvous(store), Judge()
+    same = [Entry(key="k-x", payload="x"), Entry(key="k-x", payload="x")]
+    assert await rv.gather("g", same, expected=2, window_s=30, score=judge) == ["x/2/2"] * 2
+    await rv.aclose()
+
+
+async def test_a_dead_leader_is_replaced_once_across_replicas(
+    redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A leader that joined and died; three replicas have callers waiting on its group: one
+    of them takes it over, once, and every caller gets the one scoring's result."""
+    stores = [RedisRendezvousStore(redis_url, retention_s=RETENTION_S) for _ in range(3)]
+    joined = await stores[0].join(
+        "g",
+        instance="dead",
+        owner="gone",
+        entries=entries("a"),
+        expected=4,
+        private=False,
+        lease_s=0.3,
+        ttl_s=30,
+    )
+    assert joined.leader
+    replicas = [rendezvous(s, lease_s=0.3) for s in stores]
+    judge = Judge()
+    with caplog.at_level("WARNING", logger="rubricate.common.rendezvous"):
+        results = await asyncio.gather(
+            *(
+                rv.gather("g", entries(n), expected=4, window_s=30, score=judge)
+                for rv, n in zip(replicas, "bcd", strict=True)
+            )
+        )
+    assert [r[0] for r in results] == ["b/4/4", "c/4/4", "d/4/4"]
+    assert len(judge.batches) == 1
+    takeovers = [r for r in caplog.records if "rendezvous.takeover" in r.getMessage()]
+    assert len(takeovers) == 1
+    for rv in replicas:
+        await rv.aclose()
+
+
+async def test_a_leader_replica_closed_mid_group_is_taken_over_by_another(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    """Replica A opens the group and goes away (its tasks are cancelled, its lease lapses);
+    replica B's callers still get the group scored, with A's entry in it."""
+    a = rendezvous(RedisRendezvousStore(redis_url, retention_s=RETENTION_S), lease_s=0.3)
+    b = rendezvous(RedisRendezvousStore(redis_url, retention_s=RETENTION_S), lease_s=0.3)
+    judge = Judge()
+    lost = asyncio.create_task(a.gather("g", entries("a"), expected=3, window_s=30, score=judge))
+    await asyncio.sleep(0.1)
+    await a.aclose()  # the leader's task dies with its replica
+    lost.cancel()
+    results = await asyncio.gather(
+        b.gather("g", entries("b"), expected=3, window_s=30, score=judge),
+        b.gather("g", entries("c"), expected=3, window_s=30, score=judge),
+    )
+    assert list(results) == [["b/3/3"], ["c/3/3"]]
+    assert [sorted(x.payloads) for x in judge.batches] == [["a", "b", "c"]]
+    await b.aclose()

@@ -104,7 +104,7 @@ class RedisCache:
     def __init__(self, url: str, *, timeout_s: float = 0.5) -> None:
         self.url = url
         self._redis: CancellableRedis = redis_client(
-            url, timeout_s=timeout_s, retry=Retry(NoBackoff(), 0)
+            url, timeout_s=timeout_s, retry=Retry(NoBackoff(), 0), client="buffer_cache"
         )
         self._set = self._redis.register_script(_SET_LUA)
 

@@ -185,7 +185,7 @@ class RedisIdempotencyStore(IdempotencyStore):
     def __init__(
         self, url: str, *, prefix: str = "rubricate:idem:", timeout_s: float = 5.0
     ) -> None:
-        self._redis: CancellableRedis = redis_client(url, timeout_s=timeout_s)
+        self._redis: CancellableRedis = redis_client(url, timeout_s=timeout_s, client="idempotency")
         self._prefix = prefix
         self._renew = self._redis.register_script(_RENEW)
         self._release = self._redis.register_script(_RELEASE)

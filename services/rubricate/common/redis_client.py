@@ -22,20 +22,28 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 
+from rubricate.common.metrics import REDIS_COMMANDS
+
 CLOSE_GRACE_S = 2.0
 """How long `aclose()` waits for commands still running (their callers were cancelled)."""
 
 
 class CancellableRedis(aioredis.Redis):
     """`redis.asyncio.Redis` whose commands (scripts included) are shielded from the caller's
-    cancellation, see the module docstring. Pipelines and pub/sub are not covered: no store
-    uses them."""
+    cancellation, see the module docstring. Pipelines and pub/sub are not covered (the
+    rendezvous' signal listener stops on a flag, not by cancellation). Each command counts in
+    `rubricate_redis_commands_total{client}`."""
+
+    client_name = "other"
+    """The `client` label of the command counter (set by `redis_client`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._running: set[asyncio.Task[Any]] = set()
+        self._counted = REDIS_COMMANDS.labels(self.client_name)
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
+        self._counted.inc()
         command = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         call = asyncio.ensure_future(command)
         self._running.add(call)
@@ -56,11 +64,24 @@ class CancellableRedis(aioredis.Redis):
         await super().aclose(close_connection_pool)
 
 
+DEFAULT_MAX_CONNECTIONS = 32
+"""Connections of one client's pool. A command that finds them all busy waits for one (a
+blocking pool) instead of failing with "Too many connections"."""
+
+
 def redis_client(
-    url: str, *, timeout_s: float, retry: Retry | None = None, decode_responses: bool = True
+    url: str,
+    *,
+    timeout_s: float,
+    retry: Retry | None = None,
+    decode_responses: bool = True,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    client: str = "other",
 ) -> CancellableRedis:
-    """A client for `url` with `timeout_s` to connect and per socket operation; `retry`:
-    redis-py's retry policy (None: its default)."""
+    """A client for `url` with `timeout_s` to connect and per socket operation, and at
+    most `max_connections` connections (callers queue for a free one, up to twice
+    `timeout_s`); `retry`: redis-py's retry policy (None: its default); `client`: its name in
+    the command counter."""
     options: dict[str, Any] = {
         "decode_responses": decode_responses,
         "socket_timeout": timeout_s,
@@ -68,4 +89,10 @@ def redis_client(
     }
     if retry is not None:
         options["retry"] = retry
-    return cast(CancellableRedis, CancellableRedis.from_url(url, **options))
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=2 * timeout_s, **options
+    )
+    named: type[CancellableRedis] = type(
+        f"CancellableRedis[{client}]", (CancellableRedis,), {"client_name": client}
+    )
+    return cast(CancellableRedis, named.from_pool(pool))

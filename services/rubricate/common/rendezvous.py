@@ -8,13 +8,26 @@ waits until the instance is full or its gather window has passed, *seals* it (la
 open a new instance), hands the sealed entries to the scoring function once, and publishes one
 result per entry. Every caller, the leader included, waits for its own entries' results.
 
-- A leader that dies stops renewing its lease; when the lease lapses, a waiting caller claims
-  it and finishes the instance (gathering, sealing, scoring) from the stored entries.
-- Each entry has a content key. Sealing indexes the entries by key, so an entry sent again
-  while its instance is being scored, or after it (for `retention_s`), is answered from that
-  instance without being scored again. A failed scoring is published as a failure and not kept
-  for retries.
-- No entry waits forever: instances expire, and a caller stops waiting after `wait_s`.
+Waiting costs nothing per caller: nobody polls.
+- The store *signals* an instance when it is sealed and when its results are published (in
+  process: directly; on Redis: one pub/sub channel per store, read by one connection per
+  replica). The leader sleeps until its instance is signalled or its window ends.
+- The callers of one replica that wait on one instance share one *watch*: it reads their
+  results once when the instance is signalled, and checks the leader's lease once per lease
+  period (a lost signal costs at most that long). So a waiting sample issues no Redis
+  command of its own, whatever the wait: joining is one command per request, and the rest is
+  a handful per instance.
+- A leader that dies stops renewing its lease; when it lapses, the first watch that checks
+  claims it (one atomic claim: one replica takes over, once) and finishes the instance
+  (gathering, sealing, scoring) from the stored entries.
+- Each entry has a content key. An entry whose key is already in an open or scored instance
+  (a retry: the trainer timed out and posted the sample again) attaches to that slot instead
+  of joining again, and is answered from its result; a result is kept for `retention_s`. A
+  failed scoring is published as a failure and not kept for retries. Equal entries of one call
+  take a slot each (two rollouts of a group may be the same text); equal entries of separate
+  calls are one sample sent twice.
+- No entry waits forever: instances expire, and a caller stops waiting after its window plus
+  `wait_s`.
 - The scoring runs in a task of its own: a caller that goes away (a closed connection) does
   not cancel it, so its retry is answered from the result.
 
@@ -30,10 +43,11 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from redis.exceptions import RedisError
 
+from rubricate.common.metrics import GROUP_WAITERS
 from rubricate.common.redis_client import CancellableRedis, redis_client
 from rubricate.common.upstream import deadline_scope
 
@@ -44,12 +58,15 @@ _ONCE: Final = "once:"
 _FAILED: Final = "failed:"
 FAILURE_TTL_S: Final = 60.0
 """How long a failed scoring stays visible to the callers still waiting on it."""
+SIGNAL_MEMORY_S: Final = 3600.0
+"""How long a replica remembers that an instance was signalled (a caller that registers just
+after the signal still sees it)."""
 
 
 @dataclass(frozen=True)
 class Entry:
     key: str
-    """Content key: an entry sent again with the same key is answered from its first result."""
+    """Content key: an entry sent again with the same key is answered from its first slot."""
     payload: str
     """What the scoring function gets (opaque text, e.g. JSON)."""
 
@@ -88,11 +105,13 @@ class Ref:
 
 @dataclass(frozen=True)
 class Joined:
+    refs: list[Ref]
+    """Where each of the first `len(refs)` offered entries is: a new slot of the open
+    instance, or the slot an equal entry already holds (the rest go to the next instance)."""
     instance: str
-    first_slot: int
-    taken: int
-    """How many of the offered entries joined (the rest go to the next instance)."""
+    """The open instance the new slots joined."""
     leader: bool
+    """The call opened `instance` and holds its lease."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +124,18 @@ class Status:
     private: bool
 
 
+@dataclass(frozen=True)
+class Check:
+    """What a watch learns of an instance in one store call."""
+
+    results: list[str | None]
+    """The stored result of each asked slot (None: not yet)."""
+    gone: bool
+    """The instance expired or never existed."""
+    claimed: bool
+    """Its lease had lapsed and the caller now holds it."""
+
+
 class RendezvousError(Exception):
     """The rendezvous store failed or a wait ran out; the caller's request cannot be
     answered (never a reward)."""
@@ -114,8 +145,76 @@ class RendezvousFailed(RendezvousError):
     """The instance's scoring failed; its message is the leader's error."""
 
 
+# ---------------------------------------------------------------- signals
+
+
+class Signals:
+    """Wake-ups of one replica by instance: a count per instance, and the tasks waiting for it
+    to grow. Counts are remembered for `SIGNAL_MEMORY_S`, so a task that looks after the
+    signal was given still sees it."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], tuple[int, float]] = {}
+        self._waiters: dict[tuple[str, str], list[asyncio.Future[None]]] = {}
+        self._fired = 0
+
+    def fire(self, group: str, instance: str) -> None:
+        key = (group, instance)
+        count, _ = self._counts.get(key, (0, 0.0))
+        self._counts[key] = (count + 1, time.monotonic())
+        for future in self._waiters.pop(key, []):
+            if not future.done():
+                future.set_result(None)
+        self._fired += 1
+        if self._fired % 1024 == 0:
+            self._forget_old()
+
+    def fire_all(self) -> None:
+        """Wake every waiter (a lost connection may have dropped signals)."""
+        for group, instance in list(self._waiters):
+            self.fire(group, instance)
+
+    def count(self, group: str, instance: str) -> int:
+        return self._counts.get((group, instance), (0, 0.0))[0]
+
+    async def wait(self, group: str, instance: str, *, seen: int, within_s: float) -> int:
+        """The signal count once it is above `seen`, or after `within_s` seconds."""
+        key = (group, instance)
+        if self.count(group, instance) > seen or within_s <= 0:
+            return self.count(group, instance)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(key, []).append(future)
+        try:
+            async with asyncio.timeout(within_s):
+                await future
+        except TimeoutError:
+            pass
+        finally:
+            waiting = self._waiters.get(key)
+            if waiting is not None and future in waiting:
+                waiting.remove(future)
+                if not waiting:
+                    del self._waiters[key]
+        return self.count(group, instance)
+
+    def _forget_old(self) -> None:
+        cutoff = time.monotonic() - SIGNAL_MEMORY_S
+        for key, (_, at) in list(self._counts.items()):
+            if at < cutoff and key not in self._waiters:
+                del self._counts[key]
+
+
+# ---------------------------------------------------------------- the store
+
+
 class RendezvousStore(ABC):
-    """The shared state. Every method is atomic."""
+    """The shared state. Every method is atomic. `signals` is woken when an instance is sealed
+    or its results are published, by any replica."""
+
+    signals: Signals
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Start receiving signals (called before the first join)."""
 
     @abstractmethod
     async def join(
@@ -130,21 +229,26 @@ class RendezvousStore(ABC):
         lease_s: float,
         ttl_s: float,
     ) -> Joined:
-        """Add `entries` to the group's open instance, up to its expected size; when none is
-        open, open `instance` with `owner` holding its lease. An instance that reaches its
-        expected size is sealed."""
+        """Place `entries` in order: an entry whose content key is in an open instance or in a
+        scored one whose result is kept attaches to that slot; the others join the group's open
+        instance, up to its expected size. When none is open, open `instance` with `owner`
+        holding its lease. An instance that reaches its expected size is sealed (and
+        signalled). Stops after the entry that fills the instance."""
 
     @abstractmethod
     async def seal(self, group: str, instance: str) -> list[str] | None:
         """Seal the instance (no-op when sealed) and return its payloads; None when it is
-        gone."""
+        gone or scored."""
 
     @abstractmethod
     async def status(self, group: str, instance: str) -> Status | None: ...
 
     @abstractmethod
-    async def claim(self, group: str, instance: str, *, owner: str, lease_s: float) -> bool:
-        """Take the instance's lease when nobody holds it."""
+    async def check(
+        self, group: str, instance: str, slots: Sequence[int], *, owner: str, lease_s: float
+    ) -> Check:
+        """The slots' results; when the instance is not done and nobody holds its lease,
+        `owner` takes it."""
 
     @abstractmethod
     async def renew(
@@ -156,17 +260,8 @@ class RendezvousStore(ABC):
     async def publish(
         self, group: str, instance: str, results: Sequence[str], *, ttl_s: float
     ) -> None:
-        """Store one result per slot for `ttl_s`, mark the instance done, and drop its lease
-        and its entries."""
-
-    @abstractmethod
-    async def results(
-        self, group: str, instance: str, slots: Sequence[int]
-    ) -> list[str | None]: ...
-
-    @abstractmethod
-    async def lookup(self, key: str) -> Ref | None:
-        """Where an entry with this content key was sealed."""
+        """Store one result per slot for `ttl_s`, mark the instance done, drop its lease and
+        its entries, and signal it."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -194,6 +289,7 @@ class MemoryRendezvousStore(RendezvousStore):
 
     def __init__(self, *, retention_s: float) -> None:
         self.retention_s = retention_s
+        self.signals = Signals()
         self._open: dict[str, str] = {}
         self._instances: dict[tuple[str, str], _Instance] = {}
         self._index: dict[str, tuple[Ref, float]] = {}
@@ -226,9 +322,20 @@ class MemoryRendezvousStore(RendezvousStore):
         inst.sealed = True
         if self._open.get(group) == instance:
             del self._open[group]
-        until = time.monotonic() + self.retention_s
-        for slot in range(len(inst.keys) - 1, -1, -1):  # the first of equal keys wins
-            self._index[inst.keys[slot]] = (Ref(group, instance, slot), until)
+        self.signals.fire(group, instance)
+
+    def _attachable(self, key: str) -> Ref | None:
+        found = self._index.get(key)
+        if found is None or found[1] < time.monotonic():
+            return None
+        ref = found[0]
+        inst = self._get(ref.group, ref.instance)
+        if inst is None:
+            return None
+        if not inst.done:
+            return ref
+        result = inst.results.get(ref.slot)
+        return ref if result is not None and result.startswith(_OK) else None
 
     async def join(
         self,
@@ -246,30 +353,40 @@ class MemoryRendezvousStore(RendezvousStore):
         now = time.monotonic()
         current = self._open.get(group)
         inst = self._get(group, current) if current is not None else None
-        leader = inst is None
-        if inst is None or current is None:
-            current = instance
-            inst = _Instance(
-                expected=expected,
-                created_at=time.time(),
-                private=private,
-                expires=now + ttl_s,
-                lease=(owner, now + lease_s),
-            )
-            self._instances[(group, current)] = inst
-            self._open[group] = current
-        first = len(inst.keys)
-        taken = max(0, min(len(entries), inst.expected - first))
-        for entry in entries[:taken]:
+        leader = False
+        refs: list[Ref] = []
+        added: set[str] = set()
+        for entry in entries:
+            ref = None if entry.key in added else self._attachable(entry.key)
+            if ref is not None:
+                refs.append(ref)
+                continue
+            if inst is None or current is None:
+                current, leader = instance, True
+                inst = _Instance(
+                    expected=expected,
+                    created_at=time.time(),
+                    private=private,
+                    expires=now + ttl_s,
+                    lease=(owner, now + lease_s),
+                )
+                self._instances[(group, current)] = inst
+                self._open[group] = current
+            ref = Ref(group, current, len(inst.keys))
             inst.keys.append(entry.key)
             inst.payloads.append(entry.payload)
-        if len(inst.keys) >= inst.expected:
-            self._seal(group, current, inst)
-        return Joined(instance=current, first_slot=first, taken=taken, leader=leader)
+            if entry.key not in added:
+                self._index[entry.key] = (ref, now + ttl_s + self.retention_s)
+                added.add(entry.key)
+            refs.append(ref)
+            if len(inst.keys) >= inst.expected:
+                self._seal(group, current, inst)
+                break
+        return Joined(refs=refs, instance=current or instance, leader=leader)
 
     async def seal(self, group: str, instance: str) -> list[str] | None:
         inst = self._get(group, instance)
-        if inst is None:
+        if inst is None or inst.done:
             return None
         self._seal(group, instance, inst)
         return list(inst.payloads)
@@ -286,13 +403,19 @@ class MemoryRendezvousStore(RendezvousStore):
             private=inst.private,
         )
 
-    async def claim(self, group: str, instance: str, *, owner: str, lease_s: float) -> bool:
+    async def check(
+        self, group: str, instance: str, slots: Sequence[int], *, owner: str, lease_s: float
+    ) -> Check:
         inst = self._get(group, instance)
+        if inst is None:
+            return Check(results=[None] * len(slots), gone=True, claimed=False)
+        results = [inst.results.get(s) for s in slots]
         now = time.monotonic()
-        if inst is None or inst.done or (inst.lease is not None and inst.lease[1] > now):
-            return False
-        inst.lease = (owner, now + lease_s)
-        return True
+        claimed = False
+        if not inst.done and (inst.lease is None or inst.lease[1] <= now):
+            inst.lease = (owner, now + lease_s)
+            claimed = True
+        return Check(results=results, gone=False, claimed=claimed)
 
     async def renew(
         self, group: str, instance: str, *, owner: str, lease_s: float, ttl_s: float
@@ -316,125 +439,154 @@ class MemoryRendezvousStore(RendezvousStore):
         inst.lease = None
         inst.keys, inst.payloads = [], []  # scored: only the results are kept
         inst.expires = time.monotonic() + ttl_s
-
-    async def results(self, group: str, instance: str, slots: Sequence[int]) -> list[str | None]:
-        inst = self._get(group, instance)
-        if inst is None:
-            return [None] * len(slots)
-        return [inst.results.get(s) for s in slots]
-
-    async def lookup(self, key: str) -> Ref | None:
-        entry = self._index.get(key)
-        if entry is None or entry[1] < time.monotonic():
-            return None
-        return entry[0]
+        self.signals.fire(group, instance)
 
 
 # ---------------------------------------------------------------- Redis
 
 # Keys (prefix P, group G, instance I; one Redis, the scripts name keys they derive):
-#   P G :open            the open instance of G
-#   P G : I :meta        hash expected, created, sealed, done, private
-#   P G : I :k / :m      lists of the entries' content keys and payloads
-#   P G : I :lease       the leader's owner id (PX lease)
-#   P G : I :r           hash slot -> result
-#   P c: key             "G|I|slot": where the content key was sealed
+#   P G :open          the open instance of G
+#   P G : I            hash: expected, created, sealed, done, private, n (slots),
+#                      m<slot> (payload), r<slot> (result)
+#   P G : I :lease     the leader's owner id (PX lease)
+#   P c: key           "G|I|slot": the slot that holds the content key
+#   P ev               the pub/sub channel: "G|I" when I is sealed or done
 
-_SEAL_FN = """
-local function seal(pg, group, inst, cprefix, retention_ms)
-  local meta = pg .. inst .. ':meta'
-  if redis.call('HGET', meta, 'sealed') == '1' then return end
-  redis.call('HSET', meta, 'sealed', '1')
-  if redis.call('GET', pg .. 'open') == inst then redis.call('DEL', pg .. 'open') end
-  local keys = redis.call('LRANGE', pg .. inst .. ':k', 0, -1)
-  for j = #keys, 1, -1 do
-    redis.call('SET', cprefix .. keys[j], group .. '|' .. inst .. '|' .. (j - 1),
-               'PX', retention_ms)
+# ARGV: P, G, new instance, owner, expected, private, lease_ms, ttl_ms, now, retention_ms,
+#       n, then n keys and n payloads. Returns {instance, leader, refs...} where each ref is
+#       "G|I|slot" (processing stops after the entry that fills the instance).
+_JOIN = """
+local P, G = ARGV[1], ARGV[2]
+local ttl, n = tonumber(ARGV[8]), tonumber(ARGV[11])
+local pg = P .. G .. ':'
+local inst = redis.call('GET', pg .. 'open')
+if inst and redis.call('EXISTS', pg .. inst) == 0 then inst = false end
+local leader, size, expected = 0, 0, 0
+if inst then
+  local meta = redis.call('HMGET', pg .. inst, 'n', 'expected')
+  size, expected = tonumber(meta[1]), tonumber(meta[2])
+end
+local out, added, fields = {}, {}, {}
+for j = 1, n do
+  local key = ARGV[11 + j]
+  local ref = false
+  if not added[key] then
+    ref = redis.call('GET', P .. 'c:' .. key)
+    if ref then
+      local g, i, s = string.match(ref, '^(.*)|([^|]*)|([^|]*)$')
+      local state = redis.call('HMGET', P .. g .. ':' .. i, 'done', 'r' .. s)
+      if not state[1] then ref = false
+      elseif state[1] == '1' and (not state[2] or string.sub(state[2], 1, 3) ~= 'ok:') then
+        ref = false
+      end
+    end
+  end
+  if ref then
+    out[#out + 1] = ref
+  else
+    if not inst then
+      inst, leader, size, expected = ARGV[3], 1, 0, tonumber(ARGV[5])
+      redis.call('SET', pg .. 'open', inst, 'PX', ttl)
+      redis.call('HSET', pg .. inst, 'expected', expected, 'created', ARGV[9], 'sealed', '0',
+                 'done', '0', 'private', ARGV[6], 'n', 0)
+      redis.call('PEXPIRE', pg .. inst, ttl)
+      redis.call('SET', pg .. inst .. ':lease', ARGV[4], 'PX', ARGV[7])
+    end
+    local slot = size
+    size = size + 1
+    fields[#fields + 1] = 'm' .. slot
+    fields[#fields + 1] = ARGV[11 + n + j]
+    local here = G .. '|' .. inst .. '|' .. slot
+    if not added[key] then
+      redis.call('SET', P .. 'c:' .. key, here, 'PX', ttl + tonumber(ARGV[10]))
+      added[key] = true
+    end
+    out[#out + 1] = here
+    if size >= expected then break end
   end
 end
+if #fields > 0 then
+  fields[#fields + 1] = 'n'
+  fields[#fields + 1] = size
+  redis.call('HSET', pg .. inst, unpack(fields))
+  if size >= expected then
+    redis.call('HSET', pg .. inst, 'sealed', '1')
+    redis.call('DEL', pg .. 'open')
+    redis.call('PUBLISH', P .. 'ev', G .. '|' .. inst)
+  end
+end
+return {inst or ARGV[3], leader, unpack(out)}
 """
 
-# ARGV: pg, group, new instance, owner, expected, private, lease_ms, ttl_ms, now, cprefix,
-#       retention_ms, n, then n keys and n payloads
-_JOIN = (
-    _SEAL_FN
-    + """
-local pg, group = ARGV[1], ARGV[2]
-local inst = redis.call('GET', pg .. 'open')
-local leader = 0
-if inst and redis.call('EXISTS', pg .. inst .. ':meta') == 0 then inst = false end
-if not inst then
-  inst = ARGV[3]
-  leader = 1
-  redis.call('SET', pg .. 'open', inst, 'PX', ARGV[8])
-  redis.call('HSET', pg .. inst .. ':meta', 'expected', ARGV[5], 'created', ARGV[9],
-             'sealed', '0', 'done', '0', 'private', ARGV[6])
-  redis.call('PEXPIRE', pg .. inst .. ':meta', ARGV[8])
-  redis.call('SET', pg .. inst .. ':lease', ARGV[4], 'PX', ARGV[7])
-end
-local expected = tonumber(redis.call('HGET', pg .. inst .. ':meta', 'expected'))
-local size = redis.call('LLEN', pg .. inst .. ':k')
-local n = tonumber(ARGV[12])
-local take = math.max(0, math.min(n, expected - size))
-for j = 1, take do
-  redis.call('RPUSH', pg .. inst .. ':k', ARGV[12 + j])
-  redis.call('RPUSH', pg .. inst .. ':m', ARGV[12 + n + j])
-end
-if take > 0 then
-  redis.call('PEXPIRE', pg .. inst .. ':k', ARGV[8])
-  redis.call('PEXPIRE', pg .. inst .. ':m', ARGV[8])
-end
-if size + take >= expected then seal(pg, group, inst, ARGV[10], ARGV[11]) end
-return {inst, size, take, leader}
-"""
-)
-
-# ARGV: pg, group, inst, cprefix, retention_ms
-_SEAL = (
-    _SEAL_FN
-    + """
-if redis.call('EXISTS', ARGV[1] .. ARGV[3] .. ':meta') == 0 then return false end
-seal(ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
-return redis.call('LRANGE', ARGV[1] .. ARGV[3] .. ':m', 0, -1)
-"""
-)
-
-# KEYS: meta, lease; ARGV: owner, lease_ms
-_CLAIM = """
+# KEYS: instance hash, open; ARGV: inst, channel, message. Returns the payloads, or nil.
+_SEAL = """
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'done') == '1' then
-  return 0
+  return false
 end
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-return 0
+if redis.call('HGET', KEYS[1], 'sealed') ~= '1' then
+  redis.call('HSET', KEYS[1], 'sealed', '1')
+  if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+end
+local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+local names = {}
+for s = 0, n - 1 do names[#names + 1] = 'm' .. s end
+if n == 0 then return {} end
+return redis.call('HMGET', KEYS[1], unpack(names))
 """
 
-# KEYS: lease, meta, k, m; ARGV: owner, lease_ms, ttl_ms
+# KEYS: instance hash, lease; ARGV: owner, lease_ms, then slots.
+# Returns {gone, claimed, result per slot ('' = none)}.
+_CHECK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {1, 0} end
+local out = {0, 0}
+if redis.call('HGET', KEYS[1], 'done') ~= '1' then
+  if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then out[2] = 1 end
+end
+if #ARGV > 2 then
+  local names = {}
+  for i = 3, #ARGV do names[#names + 1] = 'r' .. ARGV[i] end
+  local found = redis.call('HMGET', KEYS[1], unpack(names))
+  for i = 1, #found do out[#out + 1] = found[i] or '' end
+end
+return out
+"""
+
+# KEYS: lease, instance hash; ARGV: owner, lease_ms, ttl_ms
 _RENEW = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-for i = 2, 4 do
-  if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[3]) then
-    redis.call('PEXPIRE', KEYS[i], ARGV[3])
-  end
-end
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
 return 1
 """
 
-# KEYS: r, meta, lease, k, m; ARGV: ttl_ms, then slot/result pairs
+# KEYS: instance hash, lease; ARGV: ttl_ms, channel, message, then the results in slot order
 _PUBLISH = """
-if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
-for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('HSET', KEYS[2], 'done', '1')
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])  -- the lease, and the entries: scored
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+local drop, fields = {}, {'done', '1'}
+for s = 0, n - 1 do drop[#drop + 1] = 'm' .. s end
+for i = 4, #ARGV do
+  fields[#fields + 1] = 'r' .. (i - 4)
+  fields[#fields + 1] = ARGV[i]
+end
+if #drop > 0 then redis.call('HDEL', KEYS[1], unpack(drop)) end  -- scored: results only
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('DEL', KEYS[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
 """
+
+LISTEN_RETRY_S: Final = 0.5
+"""Pause before the signal listener reconnects after losing Redis."""
 
 
 class RedisRendezvousStore(RendezvousStore):
     """Shared by every gateway replica (one Redis; the scripts derive the keys they touch,
-    which a Redis Cluster would not allow)."""
+    which a Redis Cluster would not allow). Commands share a bounded pool that queues callers
+    when every connection is busy (never "too many connections"); signals arrive on one
+    pub/sub connection of their own."""
 
     def __init__(
         self,
@@ -443,21 +595,73 @@ class RedisRendezvousStore(RendezvousStore):
         retention_s: float,
         prefix: str = "rubricate:rv:",
         timeout_s: float = 5.0,
+        max_connections: int = 32,
     ) -> None:
-        self._redis: CancellableRedis = redis_client(url, timeout_s=timeout_s)
+        self._redis: CancellableRedis = redis_client(
+            url, timeout_s=timeout_s, max_connections=max_connections, client="rendezvous"
+        )
         self.retention_s = retention_s
+        self.signals = Signals()
         self._prefix = prefix
+        self._channel = prefix + "ev"
         self._join = self._redis.register_script(_JOIN)
         self._seal = self._redis.register_script(_SEAL)
-        self._claim = self._redis.register_script(_CLAIM)
+        self._check = self._redis.register_script(_CHECK)
         self._renew = self._redis.register_script(_RENEW)
         self._publish = self._redis.register_script(_PUBLISH)
+        self._listener: asyncio.Task[None] | None = None
+        self._subscribed: asyncio.Future[None] | None = None
+        self._closing = False
 
-    def _pg(self, group: str) -> str:
-        return f"{self._prefix}{group}:"
+    def _hash(self, group: str, instance: str) -> str:
+        return f"{self._prefix}{group}:{instance}"
 
-    def _key(self, group: str, instance: str, part: str) -> str:
-        return f"{self._pg(group)}{instance}:{part}"
+    # -- signals
+
+    async def start(self) -> None:
+        if self._subscribed is None:
+            self._subscribed = asyncio.get_running_loop().create_future()
+            self._listener = asyncio.create_task(self._listen(), name="rendezvous-signals")
+        if not self._subscribed.done():
+            await asyncio.shield(self._subscribed)
+
+    async def _listen(self) -> None:
+        """Read the signal channel until closed; after a lost connection, resubscribe and wake
+        every local waiter (signals may have been missed)."""
+        assert self._subscribed is not None
+        first = True
+        while not self._closing:
+            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self._channel)
+                if not self._subscribed.done():
+                    self._subscribed.set_result(None)
+                if not first:
+                    self.signals.fire_all()
+                first = False
+                while not self._closing:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        self._on_signal(message.get("data"))
+            except (RedisError, OSError) as exc:
+                if not self._subscribed.done():
+                    self._subscribed.set_exception(exc)
+                    self._subscribed.exception()  # read by `start`, or nobody
+                    self._subscribed = None
+                    return
+                log.warning("rendezvous.signals_lost error=%s", f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(LISTEN_RETRY_S)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def _on_signal(self, data: Any) -> None:
+        text = data.decode() if isinstance(data, bytes) else str(data)
+        group, _, instance = text.rpartition("|")
+        if group:
+            self.signals.fire(group, instance)
+
+    # -- state
 
     async def join(
         self,
@@ -472,7 +676,7 @@ class RedisRendezvousStore(RendezvousStore):
         ttl_s: float,
     ) -> Joined:
         args: list[str | int | float] = [
-            self._pg(group),
+            self._prefix,
             group,
             instance,
             owner,
@@ -481,72 +685,77 @@ class RedisRendezvousStore(RendezvousStore):
             _ms(lease_s),
             _ms(ttl_s),
             repr(time.time()),
-            self._prefix + "c:",
             _ms(self.retention_s),
             len(entries),
             *(e.key for e in entries),
             *(e.payload for e in entries),
         ]
-        inst, size, take, leader = await self._join(keys=[], args=args)
+        inst, leader, *refs = await self._join(keys=[], args=args)
         return Joined(
-            instance=str(inst), first_slot=int(size), taken=int(take), leader=bool(int(leader))
+            refs=[_ref(str(r)) for r in refs], instance=str(inst), leader=bool(int(leader))
         )
 
     async def seal(self, group: str, instance: str) -> list[str] | None:
-        args: list[str | int] = [
-            self._pg(group),
-            group,
-            instance,
-            self._prefix + "c:",
-            _ms(self.retention_s),
-        ]
-        payloads = await self._seal(keys=[], args=args)
+        keys = [self._hash(group, instance), f"{self._prefix}{group}:open"]
+        payloads = await self._seal(
+            keys=keys, args=[instance, self._channel, f"{group}|{instance}"]
+        )
         return None if payloads is None else [str(p) for p in payloads]
 
     async def status(self, group: str, instance: str) -> Status | None:
-        meta = await self._redis.hgetall(self._key(group, instance, "meta"))
-        if not meta:
+        names = ["expected", "created", "sealed", "done", "private"]
+        expected, created, sealed, done, private = await self._redis.hmget(
+            self._hash(group, instance), names
+        )
+        if expected is None:
             return None
         return Status(
-            expected=int(meta["expected"]),
-            created_at=float(meta["created"]),
-            sealed=meta.get("sealed") == "1",
-            done=meta.get("done") == "1",
-            private=meta.get("private") == "1",
+            expected=int(expected),
+            created_at=float(str(created)),
+            sealed=sealed == "1",
+            done=done == "1",
+            private=private == "1",
         )
 
-    async def claim(self, group: str, instance: str, *, owner: str, lease_s: float) -> bool:
-        keys = [self._key(group, instance, "meta"), self._key(group, instance, "lease")]
-        return bool(await self._claim(keys=keys, args=[owner, _ms(lease_s)]))
+    async def check(
+        self, group: str, instance: str, slots: Sequence[int], *, owner: str, lease_s: float
+    ) -> Check:
+        keys = [self._hash(group, instance), self._hash(group, instance) + ":lease"]
+        gone, claimed, *found = await self._check(
+            keys=keys, args=[owner, _ms(lease_s), *(str(s) for s in slots)]
+        )
+        results: list[str | None] = [str(r) if r else None for r in found]
+        if len(results) < len(slots):
+            results += [None] * (len(slots) - len(results))
+        return Check(results=results, gone=bool(int(gone)), claimed=bool(int(claimed)))
 
     async def renew(
         self, group: str, instance: str, *, owner: str, lease_s: float, ttl_s: float
     ) -> bool:
-        keys = [self._key(group, instance, p) for p in ("lease", "meta", "k", "m")]
+        keys = [self._hash(group, instance) + ":lease", self._hash(group, instance)]
         return bool(await self._renew(keys=keys, args=[owner, _ms(lease_s), _ms(ttl_s)]))
 
     async def publish(
         self, group: str, instance: str, results: Sequence[str], *, ttl_s: float
     ) -> None:
-        keys = [self._key(group, instance, p) for p in ("r", "meta", "lease", "k", "m")]
-        pairs = [x for slot, result in enumerate(results) for x in (str(slot), result)]
-        await self._publish(keys=keys, args=[_ms(ttl_s), *pairs])
-
-    async def results(self, group: str, instance: str, slots: Sequence[int]) -> list[str | None]:
-        if not slots:
-            return []
-        values = await self._redis.hmget(self._key(group, instance, "r"), [str(s) for s in slots])
-        return [v if isinstance(v, str) else None for v in values]
-
-    async def lookup(self, key: str) -> Ref | None:
-        value = await self._redis.get(self._prefix + "c:" + key)
-        if not isinstance(value, str):
-            return None
-        group, instance, slot = value.rsplit("|", 2)
-        return Ref(group, instance, int(slot))
+        keys = [self._hash(group, instance), self._hash(group, instance) + ":lease"]
+        args: list[str | int] = [_ms(ttl_s), self._channel, f"{group}|{instance}", *results]
+        await self._publish(keys=keys, args=args)
 
     async def aclose(self) -> None:
+        self._closing = True
+        if self._listener is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(self._listener), 3.0)
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
         await self._redis.aclose()
+
+
+def _ref(text: str) -> Ref:
+    group, instance, slot = text.rsplit("|", 2)
+    return Ref(group, instance, int(slot))
 
 
 def _ms(seconds: float) -> int:
@@ -554,6 +763,14 @@ def _ms(seconds: float) -> int:
 
 
 # ---------------------------------------------------------------- the protocol
+
+
+@dataclass
+class _Watch:
+    """The callers of this replica waiting on one instance."""
+
+    slots: dict[int, list[asyncio.Future[str]]] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
 
 
 class Rendezvous:
@@ -564,22 +781,28 @@ class Rendezvous:
         retention_s: float,
         wait_s: float,
         lease_s: float = 30.0,
-        poll_s: float = 0.05,
     ) -> None:
-        if retention_s <= 0 or wait_s <= 0 or lease_s <= 0 or poll_s <= 0:
-            raise ValueError("retention_s, wait_s, lease_s and poll_s must be positive")
+        if retention_s <= 0 or wait_s <= 0 or lease_s <= 0:
+            raise ValueError("retention_s, wait_s and lease_s must be positive")
         self.store = store
         self.retention_s = retention_s
         self.wait_s = wait_s
         self.lease_s = lease_s
-        self.poll_s = poll_s
         self._tasks: set[asyncio.Task[None]] = set()
         self._errors: dict[tuple[str, str], BaseException] = {}
+        self._watches: dict[tuple[str, str], _Watch] = {}
+        self._leading: set[tuple[str, str]] = set()
+        self._waiters = 0
 
     @property
     def _ttl_s(self) -> float:
         """Lifetime of an instance's entries, renewed by its leader while it works."""
         return self.wait_s + self.lease_s
+
+    @property
+    def waiting(self) -> int:
+        """Callers of this replica waiting for results."""
+        return self._waiters
 
     async def gather(
         self,
@@ -593,13 +816,15 @@ class Rendezvous:
         """The result of each entry, in order. `expected`: the group's size (joined with
         other callers' entries of `group`); None: the entries are the whole group."""
         try:
-            return await self._gather(
+            await self.store.start()
+            refs = await self._join(
                 group, entries, expected=expected, window_s=window_s, score=score
             )
+            return await self._wait(refs, window_s=window_s, score=score)
         except (RedisError, OSError) as exc:  # the store is unreachable
             raise RendezvousError(f"{type(exc).__name__}: {exc}") from exc
 
-    async def _gather(
+    async def _join(
         self,
         group: str,
         entries: Sequence[Entry],
@@ -607,81 +832,124 @@ class Rendezvous:
         expected: int | None,
         window_s: float,
         score: Scorer,
-    ) -> list[str]:
-        refs: list[Ref | None] = [None] * len(entries)
-        for i, entry in enumerate(entries):
-            ref = await self.store.lookup(entry.key)
-            if ref is not None and await self._answerable(ref):
-                refs[i] = ref
-        todo = [i for i, ref in enumerate(refs) if ref is None]
-        if todo and expected is None:  # a group of its own, sealed as it opens
+    ) -> list[Ref]:
+        private = expected is None
+        if expected is None:  # a group of its own, sealed as it opens
             group = f"{group}.{uuid.uuid4().hex[:16]}"
-            expected = len(todo)
-            private = True
-        else:
-            private = False
-        while todo:
-            assert expected is not None
+            expected = len(entries)
+        refs: list[Ref] = []
+        while len(refs) < len(entries):
             owner = uuid.uuid4().hex
             joined = await self.store.join(
                 group,
                 instance=uuid.uuid4().hex[:16],
                 owner=owner,
-                entries=[entries[i] for i in todo],
+                entries=entries[len(refs) :],
                 expected=expected,
                 private=private,
                 lease_s=self.lease_s,
                 ttl_s=window_s + self._ttl_s,
             )
-            if joined.taken == 0:
-                raise RendezvousError(f"group {group[:16]} took none of {len(todo)} entries")
+            if not joined.refs:
+                raise RendezvousError(f"group {group[:16]} took none of {len(entries)} entries")
             if joined.leader:
                 self._lead(group, joined.instance, owner=owner, window_s=window_s, score=score)
-            for offset, i in enumerate(todo[: joined.taken]):
-                refs[i] = Ref(group, joined.instance, joined.first_slot + offset)
-            todo = todo[joined.taken :]
-        return await self._wait([r for r in refs if r is not None], window_s, score)
+            refs.extend(joined.refs)
+        return refs
 
-    async def _answerable(self, ref: Ref) -> bool:
-        """A sealed entry that has, or will have, a result to keep (not a failed, unkept or
-        expired one)."""
-        (result,) = await self.store.results(ref.group, ref.instance, [ref.slot])
-        if result is not None:
-            return result.startswith(_OK)
-        status = await self.store.status(ref.group, ref.instance)
-        return status is not None and not status.done
+    async def _wait(self, refs: Sequence[Ref], *, window_s: float, score: Scorer) -> list[str]:
+        futures = [self._watch(ref, window_s=window_s, score=score) for ref in refs]
+        self._waiters += 1
+        GROUP_WAITERS.inc()
+        try:
+            async with asyncio.timeout(window_s + self.wait_s):
+                texts = [await f for f in futures]
+        except TimeoutError:
+            raise RendezvousError(
+                f"the group was not scored within {window_s + self.wait_s:.0f}s"
+            ) from None
+        finally:
+            self._waiters -= 1
+            GROUP_WAITERS.dec()
+            for future in futures:
+                if not future.done():
+                    future.cancel()
+        return [self._unwrap(ref, text) for ref, text in zip(refs, texts, strict=True)]
 
-    async def _wait(self, refs: Sequence[Ref], window_s: float, score: Scorer) -> list[str]:
-        out: dict[Ref, str] = {}
-        deadline = time.monotonic() + window_s + self.wait_s
-        while True:
-            missing = [r for r in refs if r not in out]
-            by_instance: dict[tuple[str, str], list[Ref]] = {}
-            for ref in missing:
-                by_instance.setdefault((ref.group, ref.instance), []).append(ref)
-            for (group, instance), waiting in by_instance.items():
-                found = await self.store.results(group, instance, [r.slot for r in waiting])
-                for ref, result in zip(waiting, found, strict=True):
-                    if result is None:
-                        continue
-                    if result.startswith(_FAILED):
-                        error = self._errors.get((group, instance))
-                        if error is not None:
-                            raise error
-                        raise RendezvousFailed(result[len(_FAILED) :])
-                    out[ref] = result.partition(":")[2]
-                if any(r not in out for r in waiting):
+    def _unwrap(self, ref: Ref, text: str) -> str:
+        if text.startswith(_FAILED):
+            error = self._errors.get((ref.group, ref.instance))
+            if error is not None:
+                raise error
+            raise RendezvousFailed(text[len(_FAILED) :])
+        return text.partition(":")[2]
+
+    def _watch(self, ref: Ref, *, window_s: float, score: Scorer) -> "asyncio.Future[str]":
+        """A future for the slot's stored result, served by the instance's one watch."""
+        key = (ref.group, ref.instance)
+        watch = self._watches.get(key)
+        if watch is None:
+            watch = self._watches[key] = _Watch()
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        watch.slots.setdefault(ref.slot, []).append(future)
+        if watch.task is None or watch.task.done():
+            watch.task = asyncio.create_task(
+                self._follow(ref.group, ref.instance, watch, window_s=window_s, score=score),
+                name=f"rendezvous-watch-{ref.instance}",
+            )
+        return future
+
+    async def _follow(
+        self, group: str, instance: str, watch: _Watch, *, window_s: float, score: Scorer
+    ) -> None:
+        """Serve the watch's callers: read their results when the instance is signalled, and
+        check the leader's lease once per lease period (one takeover, by whoever claims)."""
+        key = (group, instance)
+        try:
+            while any(not f.done() for fs in watch.slots.values() for f in fs):
+                seen = self.store.signals.count(group, instance)
+                # this replica's own leader hands its callers the results; any other instance
+                # is checked now (a slot may be scored already), then at each signal or
+                # lease period
+                if key not in self._leading:
+                    slots = [s for s, fs in watch.slots.items() if any(not f.done() for f in fs)]
                     owner = uuid.uuid4().hex
-                    if await self.store.claim(group, instance, owner=owner, lease_s=self.lease_s):
+                    found = await self.store.check(
+                        group, instance, slots, owner=owner, lease_s=self.lease_s
+                    )
+                    if found.claimed:
                         log.warning("rendezvous.takeover group=%.16s instance=%s", group, instance)
                         self._lead(group, instance, owner=owner, window_s=window_s, score=score)
-            if all(r in out for r in refs):  # equal entries of one call share a ref
-                return [out[r] for r in refs]
-            if time.monotonic() >= deadline:
-                raise RendezvousError(
-                    f"the group was not scored within {window_s + self.wait_s:.0f}s"
-                )
-            await asyncio.sleep(self.poll_s)
+                    for slot, result in zip(slots, found.results, strict=True):
+                        if result is not None:
+                            self._deliver(watch, slot, result)
+                    if found.gone:
+                        self._fail(watch, RendezvousError("the group expired before it was scored"))
+                        return
+                    if not any(not f.done() for fs in watch.slots.values() for f in fs):
+                        return
+                await self.store.signals.wait(group, instance, seen=seen, within_s=self.lease_s)
+        except Exception as exc:  # the store failed: every caller of the watch hears it
+            self._fail(watch, RendezvousError(f"{type(exc).__name__}: {exc}"))
+        finally:
+            if self._watches.get(key) is watch and not any(
+                not f.done() for fs in watch.slots.values() for f in fs
+            ):
+                del self._watches[key]
+
+    @staticmethod
+    def _deliver(watch: _Watch, slot: int, result: str) -> None:
+        for future in watch.slots.pop(slot, []):
+            if not future.done():
+                future.set_result(result)
+
+    @staticmethod
+    def _fail(watch: _Watch, error: Exception) -> None:
+        for futures in watch.slots.values():
+            for future in futures:
+                if not future.done():
+                    future.set_exception(error)
+        watch.slots.clear()
 
     def _lead(
         self, group: str, instance: str, *, owner: str, window_s: float, score: Scorer
@@ -689,6 +957,7 @@ class Rendezvous:
         """Run the instance in a task of its own (a closed connection does not cancel it),
         without the leading request's deadline: the group is scored for every member, and a
         member's deadline bounds only its own wait."""
+        self._leading.add((group, instance))
         with deadline_scope(None, replace=True):  # the task copies this context
             task = asyncio.create_task(
                 self._run(group, instance, owner=owner, window_s=window_s, score=score),
@@ -700,18 +969,21 @@ class Rendezvous:
     async def _run(
         self, group: str, instance: str, *, owner: str, window_s: float, score: Scorer
     ) -> None:
+        key = (group, instance)
         heartbeat = asyncio.create_task(self._heartbeat(group, instance, owner))
         try:
             status = await self.store.status(group, instance)
-            if status is None or status.done:
-                return
-            while not status.sealed:
+            seen = self.store.signals.count(group, instance)
+            while status is not None and not status.done and not status.sealed:
                 left = status.created_at + window_s - time.time()
                 if left <= 0:
                     break
-                await asyncio.sleep(min(self.poll_s, left))
-                if (status := await self.store.status(group, instance)) is None:
-                    return
+                signalled = await self.store.signals.wait(group, instance, seen=seen, within_s=left)
+                if signalled > seen:  # sealed (or done) elsewhere: read it; else the window
+                    seen = signalled  # is over and sealing tells what is left
+                    status = await self.store.status(group, instance)
+            if status is None or status.done:
+                return
             payloads = await self.store.seal(group, instance)
             if payloads is None:
                 return
@@ -720,25 +992,13 @@ class Rendezvous:
                 expected=len(payloads) if status.private else status.expected,
                 private=status.private,
             )
-            try:
-                results = [(_OK if r.keep else _ONCE) + r.text for r in await score(batch)]
-                ttl_s = self.retention_s
-                if len(results) != len(payloads):
-                    raise RuntimeError(f"{len(results)} results for {len(payloads)} entries")
-            except Exception as exc:
-                log.warning(
-                    "rendezvous.score_failed group=%.16s instance=%s error=%s",
-                    group,
-                    instance,
-                    f"{type(exc).__name__}: {exc}"[:300],
-                )
-                self._errors[(group, instance)] = exc
-                asyncio.get_running_loop().call_later(
-                    FAILURE_TTL_S, self._errors.pop, (group, instance), None
-                )
-                results = [_FAILED + f"{type(exc).__name__}: {exc}"[:500]] * len(payloads)
-                ttl_s = FAILURE_TTL_S
+            results, ttl_s = await self._score(group, instance, batch, score)
             await self.store.publish(group, instance, results, ttl_s=ttl_s)
+            watch = self._watches.get(key)
+            if watch is not None:  # this replica's callers need no signal
+                for slot in list(watch.slots):
+                    if slot < len(results):
+                        self._deliver(watch, slot, results[slot])
         except Exception as exc:  # the store failed: the lease lapses, a waiter takes over
             log.warning(
                 "rendezvous.lead_failed group=%.16s instance=%s error=%s",
@@ -747,9 +1007,34 @@ class Rendezvous:
                 f"{type(exc).__name__}: {exc}"[:300],
             )
         finally:
+            self._leading.discard(key)
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await heartbeat
+            self.store.signals.fire(group, instance)  # the watch re-checks (and may take over)
+
+    async def _score(
+        self, group: str, instance: str, batch: Batch, score: Scorer
+    ) -> tuple[list[str], float]:
+        """The stored results (kept, once or failed) and how long they live."""
+        try:
+            scored = await score(batch)
+            if len(scored) != len(batch.payloads):
+                raise RuntimeError(f"{len(scored)} results for {len(batch.payloads)} entries")
+            return [(_OK if r.keep else _ONCE) + r.text for r in scored], self.retention_s
+        except Exception as exc:
+            log.warning(
+                "rendezvous.score_failed group=%.16s instance=%s error=%s",
+                group,
+                instance,
+                f"{type(exc).__name__}: {exc}"[:300],
+            )
+            self._errors[(group, instance)] = exc
+            asyncio.get_running_loop().call_later(
+                FAILURE_TTL_S, self._errors.pop, (group, instance), None
+            )
+            failed = _FAILED + f"{type(exc).__name__}: {exc}"[:500]
+            return [failed] * len(batch.payloads), FAILURE_TTL_S
 
     async def _heartbeat(self, group: str, instance: str, owner: str) -> None:
         while True:
@@ -764,9 +1049,12 @@ class Rendezvous:
                 log.warning("rendezvous.renew_failed instance=%s error=%s", instance, exc)
 
     async def aclose(self) -> None:
-        for task in list(self._tasks):
+        for watch in list(self._watches.values()):
+            if watch.task is not None:
+                watch.task.cancel()
+        for task in [*self._tasks, *(w.task for w in self._watches.values() if w.task)]:
             task.cancel()
-        for task in list(self._tasks):
+        for task in [*self._tasks, *(w.task for w in self._watches.values() if w.task)]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.store.aclose()

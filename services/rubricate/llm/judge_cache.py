@@ -62,7 +62,7 @@ class MemoryCompletionCache(CompletionCache):
 
 class RedisCompletionCache(CompletionCache):
     def __init__(self, url: str, *, ttl_s: int, prefix: str = "rubricate:judge:") -> None:
-        self._redis: CancellableRedis = redis_client(url, timeout_s=2)
+        self._redis: CancellableRedis = redis_client(url, timeout_s=2, client="judge_cache")
         self.ttl_s = ttl_s
         self.prefix = prefix
 
