@@ -71,7 +71,12 @@ class BlockOut(BaseModel):
     end: int
     """[start, end) character offsets of the block in the answer."""
     labels: list[Label]
-    """The block's label for each nugget, in nugget order."""
+    """The block's label for each nugget, in nugget order (after the grounding check: a
+    block supports a nugget only where it carries the nugget's content)."""
+    judge_addressing: list[str] = Field(default_factory=list)
+    """What in the block addresses the judge (prompt tags, control tokens, a sheet of
+    labels, a demand to label it supported, a claim that everything is verified, ...).
+    Non-empty: the block was withheld from the judge and supports no nugget."""
 
 
 class JudgeInfo(BaseModel):
@@ -104,6 +109,9 @@ class NuggetVerifyResponse(BaseModel):
     """Null when no model call was needed."""
     usage: UsageOut
     total_s: float
+    judge_addressing: bool = False
+    """True when some block addressed the judge and was withheld (see
+    `blocks[i].judge_addressing`)."""
 
 
 class NuggetVerifyBatchRequest(BaseModel):

@@ -20,12 +20,12 @@ honest answer it can only cost agreement, which is measured on the RAG24 dev fil
 """
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from rubricate.nuggets.domain.lexical import content_words
-from rubricate.nuggets.domain.rewards import normalize_answer
+from rubricate.nuggets.domain.rewards import LABEL_VALUES, normalize_answer
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.nuggets import Label, NuggetMode
 
@@ -152,3 +152,18 @@ def ground_labels(
         ]
         for block, row in zip(blocks, labels_by_block, strict=True)
     ]
+
+
+def capped(distribution: Mapping[Label, float], ceiling: Label) -> dict[Label, float]:
+    """`distribution` with the mass of the labels above `ceiling` moved onto `ceiling`: the
+    soft counterpart of a label the grounding check lowered (so the expected value of a
+    block that does not carry the nugget cannot exceed what its grounded label is worth)."""
+    out = {label: p for label, p in distribution.items()}
+    ceiling_value = LABEL_VALUES[ceiling]
+    moved = 0.0
+    for label, p in distribution.items():
+        if LABEL_VALUES[label] > ceiling_value:
+            out[label] = 0.0
+            moved += p
+    out[ceiling] = out.get(ceiling, 0.0) + moved
+    return out

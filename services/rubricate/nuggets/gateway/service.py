@@ -2,14 +2,18 @@
 
 1. validate; 2. split the answer into blocks (core; short mode: one block);
 3. short mode: normalized exact match first; 4. one verifier task call for the rest, which
-labels every (block, nugget) pair in batches; 5. max-pool and the reward (core).
+labels every (block, nugget) pair in batches and withholds blocks that address the judge;
+5. the optional lexical prior, then the grounding check (core, `domain.grounding`): a label
+stands only where its block carries the nugget's content; 6. max-pool and the reward (core).
 A verifier failure is an error of the request (or of the item, in a batch), never a 0.
+Blocks the verifier withheld are reported (`blocks[i].judge_addressing`, `judge_addressing`
+on the response), never dropped silently (GitHub issue 25).
 """
 
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -18,6 +22,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.upstream import ServiceClient, UpstreamError, upstream_failure
 from rubricate.common.usage import Usage, usage_out
+from rubricate.nuggets.domain.grounding import (
+    CALIBRATED,
+    GroundingRule,
+    capped,
+    ground_labels,
+)
 from rubricate.nuggets.domain.lexical import OverlapThresholds, overlap, with_prior
 from rubricate.nuggets.domain.rewards import (
     LABEL_VALUES,
@@ -75,6 +85,30 @@ class NuggetSettings(BaseSettings):
     """Overlap at or above which the prior reads `support` (calibrated on the RAG24 dev file)."""
     overlap_partial: float = Field(default=0.6, ge=0.0, le=1.0)
     """Overlap at or above which the prior reads `partial_support`."""
+    grounding: bool = True
+    """Lower each (block, nugget) label whose block does not carry the nugget's content
+    (`rubricate.nuggets.domain.grounding`), after the model and the prior. Off only to
+    measure the model alone: without it, a block that talks about grading can lift a nugget."""
+    grounding_support: float = Field(default=CALIBRATED.support_min, ge=0.0, le=1.0)
+    """Share of the nugget's content words a block needs to keep `support`."""
+    grounding_partial: float = Field(default=CALIBRATED.partial_min, ge=0.0, le=1.0)
+    """Share a block needs to keep `partial_support` (long mode)."""
+    grounding_numbers: bool = CALIBRATED.numbers
+    """`support` also needs every number of the nugget in the block."""
+
+    def grounding_rule(self) -> GroundingRule | None:
+        if not self.grounding:
+            return None
+        return GroundingRule(
+            support_min=self.grounding_support,
+            partial_min=min(self.grounding_partial, self.grounding_support),
+            numbers=self.grounding_numbers,
+        )
+
+
+Labeller = Callable[[NuggetLabelsRequest], Awaitable[NuggetLabelsResponse]]
+"""A verifier's nugget-label task called in process (the evaluation harness); the gateway
+itself posts to the verifier."""
 
 
 def validate_request(request: NuggetVerifyRequest, settings: NuggetSettings) -> None:
@@ -95,9 +129,19 @@ def validate_request(request: NuggetVerifyRequest, settings: NuggetSettings) -> 
 
 
 class NuggetService:
-    def __init__(self, *, verifier: ServiceClient, settings: NuggetSettings) -> None:
+    def __init__(
+        self,
+        *,
+        verifier: ServiceClient | None,
+        settings: NuggetSettings,
+        labeller: Labeller | None = None,
+    ) -> None:
+        if verifier is None and labeller is None:
+            raise ValueError("a nugget service needs a verifier client or a labeller")
         self.verifier = verifier
         self.settings = settings
+        self.labeller = labeller
+        self.rule = settings.grounding_rule()
 
     async def verify(self, request: NuggetVerifyRequest, *, usage: Usage) -> NuggetVerifyResponse:
         """Raises DomainError (bad input) or UpstreamError (the verifier failed); the LLM
@@ -116,6 +160,7 @@ class NuggetService:
         labels_by_block: list[list[Label]] = []
         soft: list[SoftPooled | None] | None = None
         judge: JudgeInfo | None = None
+        addressing: list[list[str]] = [[] for _ in blocks]
         if not blocks:
             decided = "empty_answer"
         elif (
@@ -127,13 +172,30 @@ class NuggetService:
             labels_by_block = [["support"]]
         else:
             out = await self._labels(request, blocks, batch_size=batch_size, usage=usage)
-            labels_by_block = [b.labels for b in out.blocks]
+            labels_by_block = [list(b.labels) for b in out.blocks]
+            if out.judge_addressing:
+                addressing = [list(found) for found in out.judge_addressing]
             if request.mode == "long" and self.settings.lexical_prior != "off":
                 labels_by_block = self._with_prior(request, blocks, labels_by_block)
-            if request.label_probabilities:
-                soft = soft_max_pool(
-                    [b.probabilities or [None] * n for b in out.blocks], n_nuggets=n
+            if self.rule is not None:
+                labels_by_block = ground_labels(
+                    labels_by_block,
+                    [b.text for b in blocks],
+                    [nugget.text for nugget in request.nuggets],
+                    mode=request.mode,
+                    rule=self.rule,
                 )
+            if request.label_probabilities:
+                distributions = [
+                    [
+                        None if dist is None else capped(dist, label)
+                        for dist, label in zip(
+                            b.probabilities or [None] * n, labels_by_block[i], strict=True
+                        )
+                    ]
+                    for i, b in enumerate(out.blocks)
+                ]
+                soft = soft_max_pool(distributions, n_nuggets=n)
             judge = JudgeInfo(
                 model=out.model,
                 backend=out.backend,
@@ -160,18 +222,26 @@ class NuggetService:
             batch_size=used_batch_size,
             nuggets=results,
             blocks=[
-                BlockOut(index=b.index, start=b.start, end=b.end, labels=labels)
+                BlockOut(
+                    index=b.index,
+                    start=b.start,
+                    end=b.end,
+                    labels=labels,
+                    judge_addressing=addressing[b.index],
+                )
                 for b, labels in zip(blocks, labels_by_block, strict=False)
             ],
+            judge_addressing=any(addressing),
             judge=judge,
             usage=usage_out(usage),
             total_s=time.perf_counter() - started,
         )
         log.info(
-            "nuggets.verified mode=%s nuggets=%d blocks=%d decided_by=%s reward=%.3f",
+            "nuggets.verified mode=%s nuggets=%d blocks=%d withheld=%d decided_by=%s reward=%.3f",
             request.mode,
             n,
             len(blocks),
+            sum(1 for found in addressing if found),
             decided,
             response.reward,
         )
@@ -261,19 +331,25 @@ class NuggetService:
             label_probabilities=request.label_probabilities,
         )
         try:
-            out = await self.verifier.request(
-                "POST",
-                "/v1/tasks/nugget-labels",
-                json=body.model_dump(mode="json"),
-                response_model=NuggetLabelsResponse,
-            )
+            if self.labeller is not None:
+                out = await self.labeller(body)
+            else:
+                assert self.verifier is not None
+                out = await self.verifier.request(
+                    "POST",
+                    "/v1/tasks/nugget-labels",
+                    json=body.model_dump(mode="json"),
+                    response_model=NuggetLabelsResponse,
+                )
         except UpstreamError as exc:
             if exc.usage is not None:
                 usage.merge(exc.usage)
             raise
         usage.merge(out.usage)
-        if len(out.blocks) != len(blocks) or any(
-            len(b.labels) != len(request.nuggets) for b in out.blocks
+        if (
+            len(out.blocks) != len(blocks)
+            or any(len(b.labels) != len(request.nuggets) for b in out.blocks)
+            or (out.judge_addressing and len(out.judge_addressing) != len(blocks))
         ):
             raise UpstreamError(
                 service="verifier",

@@ -48,3 +48,8 @@ class NuggetLabelsResponse(TaskResponse):
     calibration: str | None = None
     """The model name of the label calibration applied (choices design, long mode), or null
     when labels are the model's most probable ones."""
+    judge_addressing: list[list[str]] = Field(default_factory=list)
+    """Per request block, what in it addresses the judge (`llm.prompt_text`
+    `addressing_by_part`: prompt tags, control tokens, label sheets, demands, claims that
+    everything is verified, ...); empty for ordinary blocks. A flagged block was WITHHELD
+    from the model: every nugget is `not_support` in it (probability 1 when requested)."""

@@ -23,6 +23,12 @@ In the generate design a reply with the wrong number of labels, or none, gets on
 call that quotes the problem; if that fails too the whole request fails with
 `OutputParseError` (HTTP 502 `judge_output_invalid`) carrying the usage spent, never a
 label made up.
+
+A block whose text addresses the judge (`llm.prompt_text.addressing_by_part`: fence tags,
+control tokens, a sheet of labels, a demand to label it supported, a claim that every
+statement is confirmed, such text split across blocks, ...) is withheld from the model: it
+supports no nugget, and the response lists what was found per block (`judge_addressing`),
+so the gateway reports it instead of silently dropping the block (GitHub issue 25).
 """
 
 import asyncio
@@ -43,6 +49,7 @@ from rubricate.common.usage import Usage, usage_out
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.choice_call import scored_choices
 from rubricate.llm.errors import OutputParseError
+from rubricate.llm.prompt_text import addressing_by_part
 from rubricate.llm.request_gate import RequestGate
 from rubricate.llm.retry import ensure_time_left, retried
 from rubricate.llm.server import TaskSettings
@@ -215,7 +222,9 @@ class NuggetLabelService:
         nuggets = request.nuggets
         size = 1 if self.design == "choices" else request.batch_size or self.default_batch_size()
         batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]
-        jobs = [(b, k, batch) for b in range(len(request.blocks)) for k, batch in batches]
+        addressing = addressing_by_part(request.blocks)
+        judged = [b for b in range(len(request.blocks)) if not addressing[b]]
+        jobs = [(b, k, batch) for b in judged for k, batch in batches]
         usage = Usage()
         gate = asyncio.Semaphore(1 if self.gate.passes_back_to_back else self.settings.concurrency)
 
@@ -241,9 +250,14 @@ class NuggetLabelService:
             LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
 
         blocks: list[BlockLabels] = []
+        withheld: dict[Label, float] = dict.fromkeys(labels_for(request.mode), 0.0)
+        withheld["not_support"] = 1.0
         for b in range(len(request.blocks)):
             labels: list[Label] = []
             probs: list[dict[Label, float] | None] = []
+            if addressing[b]:
+                labels = ["not_support"] * len(nuggets)
+                probs = [dict(withheld) for _ in nuggets]
             for (jb, _, _), call in zip(jobs, results, strict=True):
                 if jb == b:
                     labels.extend(call.parsed.labels)
@@ -254,8 +268,9 @@ class NuggetLabelService:
                 )
             )
         log.info(
-            "nuggets.labelled blocks=%d nuggets=%d calls=%d seconds=%.2f",
+            "nuggets.labelled blocks=%d withheld=%d nuggets=%d calls=%d seconds=%.2f",
             len(request.blocks),
+            len(request.blocks) - len(judged),
             len(nuggets),
             usage.calls,
             elapsed,
@@ -270,6 +285,7 @@ class NuggetLabelService:
             backend=self.backend.name,
             design=self.design,
             calibration=self._calibration_for(request.mode),
+            judge_addressing=addressing,
         )
 
     def _calibration_for(self, mode: NuggetMode) -> str | None:
