@@ -1,0 +1,1003 @@
+"""One RL step at scale: the production shape, every trainer's arrival pattern. Prints figures.
+
+Starts, as separate processes: its own Redis (a private `redis-server` on a free port, so its
+commands can be counted), a fresh PostgreSQL database on 127.0.0.1:5432 (trust auth; dropped
+afterwards), the judge simulator (`benchmarks/judge_sim.py`: a vLLM fleet with continuous
+batching and per-token cost, deterministic answers), and `rubricate serve` store, verifier,
+rubric-generator and gateway (the backend `openai` pointed at the simulator, API keys, the
+rendezvous in Redis, the audit off unless `--miner`), plus a second gateway and a round-robin
+TCP balancer (`benchmarks/rl_balancer.py`) for the `replicas` pattern. Then sends steps of
+`--sizes` rollouts (prompts x `--group-size` samples of Plan/Research/Review/Answer
+trajectories; `/get_reward` labels carry `question`, `group_size` and `step`) in each of
+`--patterns`, each run as a fresh tenant (an empty rubric buffer):
+
+- `openrlhf`: one request per sample, all in flight at once, OpenRLHF's remote reward client
+  (a 180 s timeout, 5 tries 1 s apart on any error or non-2xx; a scoped token as Basic
+  credentials, as its URL mode carries it; no Idempotency-Key);
+- `verl`: one request per sample, posted as the rollouts finish (uniformly spread over
+  `--verl-window` seconds), the SDK's label (`group_key` = the prompt's uid), Idempotency-Key
+  and retry policy (3 retries, Retry-After honoured);
+- `trl`: `--trl-ranks` requests, each rank's contiguous slice of the step, at once;
+- `group`: one request per group (its 16 samples), all at once; its rewards are the reference;
+- `replicas`: as `openrlhf`, through the balancer in front of two gateway replicas, so every
+  group is split across both.
+
+Per run it prints the wall time; the judge-bound floor (the simulator's own time for the same
+work: the larger of the work's slot-seconds over the fleet's slots and the critical path, one
+rubric generation then one scoring call, after the last arrival for `verl`); errors by final
+status; partial groups (`rubricate/partial_group`); whether every reward equals what the same
+group gets in one request (the `group` pattern's rewards, or a reference pass of it in a
+tenant of its own); judge utilisation (slot-seconds over slots x wall); CPU milliseconds per
+rollout of every process (from /proc; postgres: the backends of the benchmark's database);
+Redis commands per sample (INFO commandstats, the benchmark's own INFO calls excluded); the
+gateway's event-loop lag p99 (`rubricate_event_loop_lag_seconds` from `/metrics`); and peak
+RSS per process (VmHWM, reset before each run).
+
+    python benchmarks/rl_step.py --sizes 256 --patterns group,openrlhf        # quick
+    python benchmarks/rl_step.py --sizes 256,1024,4096 --fleet 4              # full matrix
+        [--env RUBRICATE_GATEWAY_MAX_IN_FLIGHT_PER_TENANT=100000 ...] [--json out.json]
+"""
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+PATTERNS = ("group", "openrlhf", "verl", "trl", "replicas")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PLATFORM = ("gateway", "gateway-2", "store", "verifier", "rubric-generator", "miner")
+"""The Rubricate processes (platform CPU); the others are Redis, PostgreSQL, the simulator,
+the balancer and the benchmark's own client."""
+
+_VOCABULARY = (
+    "orbit telemetry navigation thruster metric imperial units contractor review board "
+    "software trajectory insertion periapsis altitude atmosphere loss mission report "
+    "timeline evidence source archive analysis failure cause ground team model"
+)
+WORDS = tuple(_VOCABULARY.split())
+
+
+# ---------------------------------------------------------------------------------- the step
+
+
+@dataclass(frozen=True)
+class Sample:
+    group: int
+    index: int
+    question: str
+    prompt: str
+    response: str
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def make_step(n_rollouts: int, group_size: int, chars: int) -> list[Sample]:
+    """The same step every time for a given size: prompts x group_size samples."""
+    if n_rollouts % group_size:
+        raise SystemExit(f"--sizes: {n_rollouts} is not a multiple of --group-size {group_size}")
+    per_stage = max(8, chars // 4 // 7)  # words per stage, ~7 characters a word
+    samples = []
+    for g in range(n_rollouts // group_size):
+        question = f"RL step question {g}: why did mission {g} lose its orbiter?"
+        prompt = f"<|user|>{question}<|assistant|>"
+        for i in range(group_size):
+            rng = random.Random(f"{g}/{i}")
+            response = (
+                f"<think>scope {_words(rng, per_stage // 4)}</think>"
+                f"<structured_plan>{_words(rng, per_stage)}</structured_plan>\n"
+                f'<call_tool name="search">{_words(rng, 6)}</call_tool>'
+                f"<tool_output>{_words(rng, per_stage)}</tool_output>\n"
+                f"<think>audit {_words(rng, per_stage // 4)}</think>"
+                f"<review>{_words(rng, per_stage // 2)}</review>\n"
+                f"<answer>{_words(rng, per_stage)}</answer>"
+            )
+            samples.append(Sample(g, i, question, prompt, response))
+    return samples
+
+
+def label(sample: Sample, *, group_size: int, step: int, group_key: str | None = None) -> str:
+    out: dict[str, Any] = {"question": sample.question, "group_size": group_size, "step": step}
+    if group_key is not None:
+        out["group_key"] = group_key
+    return json.dumps(out)
+
+
+# ------------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, utime + stime in ticks) of a live process."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return int(fields[1]), int(fields[11]) + int(fields[12])
+
+
+def _tree(root: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None:
+                parents.setdefault(stat[0], []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(parents.get(pid, []))
+    return out
+
+
+def _hwm_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+    url: str | None = None
+
+    def cpu_s(self) -> float:
+        ticks = 0
+        for pid in _tree(self.popen.pid):
+            stat = _stat(pid)
+            ticks += stat[1] if stat else 0
+        return ticks / CLK_TCK
+
+    def reset_peak(self) -> None:
+        for pid in _tree(self.popen.pid):
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+    def peak_mib(self) -> float:
+        return sum(_hwm_kib(pid) for pid in _tree(self.popen.pid)) / 1024
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+def start(name: str, argv: list[str], env: dict[str, str], logs: Path, url: str | None) -> Proc:
+    log = logs / f"{name}.log"
+    handle = log.open("wb")
+    popen = subprocess.Popen(
+        argv, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    handle.close()
+    return Proc(name, popen, log, url)
+
+
+def stop(proc: Proc) -> None:
+    if not proc.alive():
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.popen.pid, signal.SIGTERM)
+    try:
+        proc.popen.wait(10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+        proc.popen.wait(5)
+
+
+async def wait_ready(client: httpx.AsyncClient, proc: Proc, path: str, limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    last = ""
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            tail = proc.log.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"{proc.name} exited at start-up; its log ends:\n{tail}")
+        try:
+            r = await client.get(f"{proc.url}{path}", timeout=5)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code} {r.text[:200]}"
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+        await asyncio.sleep(0.5)
+    raise SystemExit(f"{proc.name} not ready after {limit_s:.0f} s ({last}); log: {proc.log}")
+
+
+class Redis:
+    """A tiny RESP client for INFO (no dependency on the services' client)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    async def info(self, section: str) -> str:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        try:
+            writer.write(f"*2\r\n$4\r\nINFO\r\n${len(section)}\r\n{section}\r\n".encode())
+            await writer.drain()
+            header = await reader.readline()
+            size = int(header[1:].strip())
+            body = await reader.readexactly(size + 2)
+            return body[:-2].decode()
+        finally:
+            writer.close()
+
+    async def commands(self) -> int:
+        """Commands served so far, the INFO calls excluded."""
+        total = 0
+        for line in (await self.info("commandstats")).splitlines():
+            m = re.match(r"cmdstat_([^:]+):calls=(\d+)", line)
+            if m and m.group(1) != "info":
+                total += int(m.group(2))
+        return total
+
+
+@dataclass
+class Platform:
+    procs: dict[str, Proc]
+    redis: Redis
+    database: str
+    keys: dict[str, str]
+    """tenant → API key."""
+    sim_url: str
+    gateway_url: str
+    balancer_url: str | None
+    fleet: int
+    max_batch: int
+
+    def gateways(self) -> list[Proc]:
+        return [p for n, p in self.procs.items() if n.startswith("gateway")]
+
+
+def _pg_connect(dbname: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(
+        host="127.0.0.1", port=5432, user="postgres", dbname=dbname, autocommit=True
+    )
+
+
+def create_database() -> str:
+    name = f"rl_step_{uuid.uuid4().hex[:10]}"
+    with _pg_connect("postgres") as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def drop_database(name: str) -> None:
+    with _pg_connect("postgres") as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
+        )
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def postgres_cpu_s(name: str) -> dict[int, float]:
+    """CPU seconds of each backend connected to the benchmark's database."""
+    with _pg_connect("postgres") as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,)
+        ).fetchall()
+    out = {}
+    for (pid,) in rows:
+        stat = _stat(int(pid))
+        if stat:
+            out[int(pid)] = stat[1] / CLK_TCK
+    return out
+
+
+@contextlib.asynccontextmanager
+async def platform(args: argparse.Namespace, tenants: list[str]) -> AsyncIterator[Platform]:
+    from rubricate.common.auth import hash_key, new_key
+
+    work = Path(tempfile.mkdtemp(prefix="rl-step-"))
+    logs = work / "logs"
+    logs.mkdir()
+    procs: dict[str, Proc] = {}
+    database = create_database()
+    keys = {tenant: new_key() for tenant in tenants}
+    ports = {
+        name: free_port()
+        for name in ("redis", "sim", "gateway", "gateway-2", "store", "verifier", "generator")
+    }
+    ports |= {"miner": free_port(), "balancer": free_port()}
+    url = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    redis_url = f"redis://127.0.0.1:{ports['redis']}/0"
+    env = {
+        **os.environ,
+        "RUBRICATE_AUTH_MODE": "api_key",
+        "RUBRICATE_AUTH_API_KEYS": ",".join(f"{t}:{hash_key(k)}" for t, k in keys.items()),
+        "RUBRICATE_AUTH_INTERNAL_TOKEN": uuid.uuid4().hex + uuid.uuid4().hex,
+        "RUBRICATE_DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{database}",
+        "RUBRICATE_DATA_DIR": str(work / "data"),
+        "RUBRICATE_MINER_DATA_DIR": str(work / "miner"),
+        "RUBRICATE_REDIS_URL": redis_url,
+        "RUBRICATE_LLM_BACKEND": "openai",
+        "RUBRICATE_LLM_BASE_URL": f"{url['sim']}/v1",
+        "RUBRICATE_LLM_MODEL": "judge-sim",
+        "RUBRICATE_LLM_CACHE": "off",  # every run pays its judge work (the same prompts recur)
+        "RUBRICATE_GATEWAY_RUBRIC_GENERATOR_URL": url["generator"],
+        "RUBRICATE_GATEWAY_VERIFIER_URL": url["verifier"],
+        "RUBRICATE_GATEWAY_STORE_URL": url["store"],
+        "RUBRICATE_GATEWAY_MINER_URL": url["miner"],
+        "RUBRICATE_MINER_RUBRIC_GENERATOR_URL": url["generator"],
+        "RUBRICATE_MINER_VERIFIER_URL": url["verifier"],
+        "RUBRICATE_GATEWAY_REDIS_URL": redis_url,
+        "RUBRICATE_GATEWAY_GRPC_ENABLED": "false",
+        "RUBRICATE_AUDIT_ENABLED": "true" if args.miner else "false",
+    }
+    if args.source:
+        source = Path(args.source)  # made absolute by parse_args
+        paths = [str(source / "services"), str(source / "clients" / "python")]
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(":")
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--env {item!r}: expected NAME=VALUE")
+        env[name] = value
+    python = sys.executable
+    rubricate = str(Path(python).with_name("rubricate"))
+    try:
+        procs["redis"] = start(
+            "redis",
+            [
+                "redis-server",
+                "--port",
+                str(ports["redis"]),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--maxclients",
+                "20000",
+            ],
+            env,
+            logs,
+            None,
+        )
+        sim = [python, str(HERE / "judge_sim.py"), "--port", str(ports["sim"])]
+        sim += ["--fleet", str(args.fleet), "--max-batch", str(args.max_batch)]
+        sim += ["--call-s", str(args.call_s), "--prefill-ms", str(args.prefill_ms)]
+        sim += ["--decode-ms", str(args.decode_ms)]
+        if args.sim_max_queue is not None:
+            sim += ["--max-queue", str(args.sim_max_queue)]
+        procs["sim"] = start("sim", sim, env, logs, url["sim"])
+        services = [
+            ("store", "store", ports["store"]),
+            ("verifier", "verifier", ports["verifier"]),
+            ("rubric-generator", "rubric-generator", ports["generator"]),
+            ("gateway", "gateway", ports["gateway"]),
+        ]
+        if "replicas" in args.patterns:
+            services.append(("gateway-2", "gateway", ports["gateway-2"]))
+        if args.miner:
+            services.append(("miner", "miner", ports["miner"]))
+        for name, service, port in services:
+            procs[name] = start(
+                name,
+                [rubricate, "serve", service, "--port", str(port)],
+                env,
+                logs,
+                f"http://127.0.0.1:{port}",
+            )
+        balancer_url = None
+        if "replicas" in args.patterns:
+            upstreams = f"127.0.0.1:{ports['gateway']},127.0.0.1:{ports['gateway-2']}"
+            procs["balancer"] = start(
+                "balancer",
+                [
+                    python,
+                    str(HERE / "rl_balancer.py"),
+                    "--port",
+                    str(ports["balancer"]),
+                    "--upstream",
+                    upstreams,
+                ],
+                env,
+                logs,
+                url["balancer"],
+            )
+            balancer_url = url["balancer"]
+        async with httpx.AsyncClient() as client:
+            await wait_ready(client, procs["sim"], "/health", 60)
+            for name, _, _ in services:
+                if not name.startswith("gateway"):
+                    await wait_ready(client, procs[name], "/healthz", args.start_timeout)
+            for proc in (p for n, p in procs.items() if n.startswith("gateway")):
+                await wait_ready(client, proc, "/readyz", args.start_timeout)
+        yield Platform(
+            procs=procs,
+            redis=Redis(ports["redis"]),
+            database=database,
+            keys=keys,
+            sim_url=url["sim"],
+            gateway_url=url["gateway"],
+            balancer_url=balancer_url,
+            fleet=args.fleet,
+            max_batch=args.max_batch,
+        )
+    finally:
+        for proc in reversed(list(procs.values())):
+            stop(proc)
+        with contextlib.suppress(Exception):
+            drop_database(database)
+        if args.keep_logs:
+            print(f"logs kept in {logs}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- the patterns
+
+
+@dataclass
+class Outcome:
+    status: str = "not sent"
+    """`200`, another HTTP status, or the exception's name, of the last attempt."""
+    reward: float | None = None
+    partial: bool = False
+    scored_size: int = 0
+
+
+@dataclass
+class Tally:
+    outcomes: dict[tuple[int, int], Outcome] = field(default_factory=dict)
+    attempts: Counter[str] = field(default_factory=Counter)
+    """Every attempt's status."""
+    last_post_s: float = 0.0
+
+
+def _record(tally: Tally, samples: list[Sample], status: str, body: Any) -> None:
+    for i, sample in enumerate(samples):
+        out = tally.outcomes[(sample.group, sample.index)]
+        out.status = status
+        if status == "200" and isinstance(body, dict):
+            logs = body.get("extra_logs", {})
+            out.reward = body["rewards"][i]
+            out.partial = bool(logs.get("rubricate/partial_group", [0.0] * len(samples))[i])
+            out.scored_size = int(logs.get("rubricate/group_size", [0.0] * len(samples))[i])
+
+
+async def _post(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], t: float
+) -> tuple[str, Any, float | None]:
+    try:
+        r = await client.post(url, json=body, headers=headers, timeout=t)
+    except httpx.HTTPError as exc:
+        return type(exc).__name__, None, None
+    retry_after = r.headers.get("retry-after")
+    try:
+        data = r.json()
+    except ValueError:
+        data = None
+    return str(r.status_code), data, float(retry_after) if retry_after else None
+
+
+def _body(samples: list[Sample], labels: list[str], *, with_prompt: bool) -> dict[str, Any]:
+    if with_prompt:
+        return {
+            "query": [s.prompt + s.response for s in samples],
+            "prompts": [s.prompt for s in samples],
+            "labels": labels,
+        }
+    return {"query": [s.response for s in samples], "labels": labels}
+
+
+async def openrlhf_post(
+    client: httpx.AsyncClient,
+    url: str,
+    sample: Sample,
+    token: str,
+    step: int,
+    gsize: int,
+    tally: Tally,
+) -> None:
+    """OpenRLHF's remote reward client: a plain JSON POST, 180 s timeout, 5 tries 1 s apart."""
+    body = _body([sample], [label(sample, group_size=gsize, step=step)], with_prompt=True)
+    basic = base64.b64encode(f"rubricate:{token}".encode()).decode()
+    headers = {"Authorization": f"Basic {basic}"}
+    for attempt in range(5):
+        status, data, _ = await _post(client, url, body, headers, 180.0)
+        tally.attempts[status] += 1
+        if status == "200":
+            _record(tally, [sample], status, data)
+            return
+        _record(tally, [sample], status, None)
+        if attempt < 4:
+            await asyncio.sleep(1.0)
+
+
+async def sdk_post(
+    client: httpx.AsyncClient,
+    url: str,
+    samples: list[Sample],
+    labels: list[str],
+    key: str,
+    tally: Tally,
+    *,
+    with_prompt: bool,
+) -> None:
+    """The SDK's policy: an Idempotency-Key kept across tries, 3 retries on 429/5xx/transport
+    errors with Retry-After honoured (else 0.5 s x 2^n with jitter), 900 s timeout."""
+    body = _body(samples, labels, with_prompt=with_prompt)
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": uuid.uuid4().hex}
+    for attempt in range(4):
+        status, data, retry_after = await _post(client, url, body, headers, 900.0)
+        tally.attempts[status] += 1
+        _record(tally, samples, status, data if status == "200" else None)
+        retryable = not status.isdigit() or status == "429" or status.startswith("5")
+        if status == "200" or not retryable or attempt == 3:
+            return
+        delay = retry_after if retry_after is not None else 0.5 * 2**attempt
+        await asyncio.sleep(min(delay, 300.0) * (1.0 if retry_after else random.uniform(0.5, 1)))
+
+
+async def run_pattern(
+    pattern: str,
+    client: httpx.AsyncClient,
+    plat: Platform,
+    tenant: str,
+    samples: list[Sample],
+    args: argparse.Namespace,
+    tally: Tally,
+) -> None:
+    key = plat.keys[tenant]
+    gsize, step = args.group_size, 0
+    url = f"{plat.gateway_url}/get_reward"
+    started = time.monotonic()
+    if pattern in ("openrlhf", "replicas"):
+        r = await client.post(
+            f"{plat.gateway_url}/v1/auth/tokens",
+            json={"ttl_s": 86400, "paths": ["/get_reward"]},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        r.raise_for_status()
+        token = r.json()["token"]
+        if pattern == "replicas":
+            assert plat.balancer_url is not None
+            url = f"{plat.balancer_url}/get_reward"
+        await asyncio.gather(
+            *(openrlhf_post(client, url, s, token, step, gsize, tally) for s in samples)
+        )
+    elif pattern == "verl":
+        rng = random.Random(0)
+        offsets = sorted((rng.uniform(0, args.verl_window), s) for s in samples)
+
+        async def streamed(at: float, sample: Sample) -> None:
+            await asyncio.sleep(max(0.0, started + at - time.monotonic()))
+            tally.last_post_s = max(tally.last_post_s, time.monotonic() - started)
+            lab = label(sample, group_size=gsize, step=step, group_key=f"uid-{sample.group}")
+            await sdk_post(client, url, [sample], [lab], key, tally, with_prompt=False)
+
+        await asyncio.gather(*(streamed(at, s) for at, s in offsets))
+    elif pattern == "trl":
+        ranks = args.trl_ranks
+        per = -(-len(samples) // ranks)
+        slices = [samples[i : i + per] for i in range(0, len(samples), per)]
+        await asyncio.gather(
+            *(
+                sdk_post(
+                    client,
+                    url,
+                    part,
+                    [label(s, group_size=gsize, step=step, group_key=f"p{s.group}") for s in part],
+                    key,
+                    tally,
+                    with_prompt=True,
+                )
+                for part in slices
+            )
+        )
+    elif pattern == "group":
+        groups: dict[int, list[Sample]] = {}
+        for s in samples:
+            groups.setdefault(s.group, []).append(s)
+        await asyncio.gather(
+            *(
+                sdk_post(
+                    client,
+                    url,
+                    members,
+                    [label(s, group_size=gsize, step=step) for s in members],
+                    key,
+                    tally,
+                    with_prompt=True,
+                )
+                for members in groups.values()
+            )
+        )
+    else:
+        raise SystemExit(f"unknown pattern {pattern!r}")
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def lag_buckets(text: str, service: str = "gateway") -> dict[float, float]:
+    out: dict[float, float] = {}
+    pattern = re.compile(
+        r'^rubricate_event_loop_lag_seconds_bucket\{(?=[^}]*service="'
+        + re.escape(service)
+        + r'")[^}]*le="([^"]+)"[^}]*\} ([0-9.e+-]+)$',
+        re.M,
+    )
+    for m in pattern.finditer(text):
+        out[float(m.group(1))] = float(m.group(2))
+    return out
+
+
+def histogram_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """The q-quantile of the observations between two cumulative snapshots (linear within a
+    bucket, as PromQL's histogram_quantile); NaN without observations."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    if not counts or counts[-1] <= 0:
+        return float("nan")
+    rank = q * counts[-1]
+    lower, below = 0.0, 0.0
+    for bound, cum in zip(bounds, counts, strict=True):
+        if cum >= rank:
+            if bound == float("inf"):
+                return lower
+            width = cum - below
+            return lower + (bound - lower) * ((rank - below) / width if width else 1.0)
+        lower, below = bound, cum
+    return lower
+
+
+@dataclass
+class Snapshot:
+    at: float
+    cpu: dict[str, float]
+    pg: dict[int, float]
+    redis_commands: int
+    lag: dict[str, dict[float, float]]
+    client_cpu: float
+
+
+async def snapshot(plat: Platform, client: httpx.AsyncClient) -> Snapshot:
+    lag = {}
+    for proc in plat.gateways():
+        r = await client.get(f"{proc.url}/metrics", timeout=30)
+        lag[proc.name] = lag_buckets(r.text, "gateway")
+    times = os.times()
+    return Snapshot(
+        at=time.monotonic(),
+        cpu={name: proc.cpu_s() for name, proc in plat.procs.items()},
+        pg=await asyncio.to_thread(postgres_cpu_s, plat.database),
+        redis_commands=await plat.redis.commands(),
+        lag=lag,
+        client_cpu=times.user + times.system,
+    )
+
+
+@dataclass
+class RunResult:
+    size: int
+    pattern: str
+    tenant: str
+    wall_s: float
+    floor_s: float
+    work_floor_s: float
+    critical_s: float
+    ok: int
+    errors: dict[str, int]
+    attempts: dict[str, int]
+    partial_groups: int
+    partial_samples: int
+    groups: int
+    rewards_equal: int | None
+    rewards_differ: int | None
+    reward_missing: int
+    judge_util: float
+    judge_busy: float
+    judge_requests: dict[str, int]
+    judge_rejected: int
+    redis_per_sample: float
+    lag_p99_ms: dict[str, float]
+    cpu_ms_per_rollout: dict[str, float]
+    platform_cpu_ms: float
+    peak_rss_mib: dict[str, float]
+    rewards: dict[str, float | None] = field(default_factory=dict, repr=False)
+
+
+async def measure(
+    pattern: str,
+    plat: Platform,
+    tenant: str,
+    samples: list[Sample],
+    args: argparse.Namespace,
+    reference: dict[str, float | None] | None,
+) -> RunResult:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(limits=limits, timeout=900) as client:
+        await client.post(f"{plat.sim_url}/sim/reset")
+        for proc in plat.procs.values():
+            proc.reset_peak()
+        before = await snapshot(plat, client)
+        tally = Tally(outcomes={(s.group, s.index): Outcome() for s in samples})
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(
+                run_pattern(pattern, client, plat, tenant, samples, args, tally),
+                timeout=args.run_timeout,
+            )
+        except TimeoutError:
+            for out in tally.outcomes.values():
+                if out.status not in ("200",):
+                    out.status = f"unanswered after {args.run_timeout:g} s"
+        wall = time.monotonic() - started
+        after = await snapshot(plat, client)
+        sim = (await client.get(f"{plat.sim_url}/sim/stats")).json()
+    n = len(samples)
+    kinds = sim["kinds"]
+    slots = plat.fleet * plat.max_batch
+    work_floor = sim["slot_s"] / slots
+    critical = sum(kinds.get(k, {}).get("max_service_s", 0.0) for k in ("generation", "scoring"))
+    floor = max(work_floor, tally.last_post_s + critical)
+    cpu = {name: (after.cpu[name] - before.cpu.get(name, 0.0)) * 1000 / n for name in after.cpu}
+    pg = sum(v - before.pg.get(pid, 0.0) for pid, v in after.pg.items())
+    cpu["postgres"] = pg * 1000 / n
+    cpu["client"] = (after.client_cpu - before.client_cpu) * 1000 / n
+    platform_cpu = sum(v for k, v in cpu.items() if k in PLATFORM)
+    errors = Counter(o.status for o in tally.outcomes.values() if o.status != "200")
+    partial = {k[0] for k, o in tally.outcomes.items() if o.status == "200" and o.partial}
+    partial_samples = sum(1 for o in tally.outcomes.values() if o.status == "200" and o.partial)
+    rewards = {f"{g}/{i}": o.reward for (g, i), o in tally.outcomes.items() if o.status == "200"}
+    equal = differ = None
+    if reference is not None:
+        equal = differ = 0
+        for k, v in rewards.items():
+            ref = reference.get(k)
+            if v is not None and ref is not None and abs(v - ref) <= 1e-9:
+                equal += 1
+            else:
+                differ += 1
+    lag = {
+        name: histogram_quantile(before.lag[name], after.lag.get(name, {}), 0.99) * 1000
+        for name in before.lag
+    }
+    return RunResult(
+        size=n,
+        pattern=pattern,
+        tenant=tenant,
+        wall_s=wall,
+        floor_s=floor,
+        work_floor_s=work_floor,
+        critical_s=critical,
+        ok=sum(1 for o in tally.outcomes.values() if o.status == "200"),
+        errors=dict(errors),
+        attempts=dict(tally.attempts),
+        partial_groups=len(partial),
+        partial_samples=partial_samples,
+        groups=n // args.group_size,
+        rewards_equal=equal,
+        rewards_differ=differ,
+        reward_missing=sum(1 for v in rewards.values() if v is None),
+        judge_util=sim["slot_s"] / (slots * wall) if wall else 0.0,
+        judge_busy=sim["busy_wall_s"] / wall if wall else 0.0,
+        judge_requests={k: v["requests"] for k, v in kinds.items()},
+        judge_rejected=sim["rejected"],
+        redis_per_sample=(after.redis_commands - before.redis_commands) / n,
+        lag_p99_ms=lag,
+        cpu_ms_per_rollout=cpu,
+        platform_cpu_ms=platform_cpu,
+        peak_rss_mib={name: proc.peak_mib() for name, proc in plat.procs.items()},
+        rewards=rewards,
+    )
+
+
+def report(r: RunResult) -> None:
+    def fmt(values: dict[str, float], unit: str = "") -> str:
+        return " · ".join(f"{k} {v:.1f}{unit}" for k, v in values.items() if v >= 0.05)
+
+    print(f"\n== {r.size} rollouts ({r.groups} prompts x {r.size // r.groups}), {r.pattern} ==")
+    print(f"wall                     {r.wall_s:8.1f} s")
+    print(
+        f"judge-bound floor        {r.floor_s:8.1f} s   (work {r.work_floor_s:.1f} s over the "
+        f"fleet's slots; critical path {r.critical_s:.1f} s)   "
+        f"wall/floor {r.wall_s / r.floor_s:.2f}"
+        if r.floor_s
+        else "judge-bound floor             n/a"
+    )
+    print(
+        f"answered                 {r.ok:8d} / {r.size}   errors by final status: {r.errors or 0}"
+    )
+    print(f"attempts by status       {r.attempts}")
+    print(
+        f"partial groups           {r.partial_groups:8d} / {r.groups}   "
+        f"({r.partial_samples} answered samples flagged rubricate/partial_group)"
+    )
+    if r.rewards_equal is None:
+        print("rewards vs one request   (this run is the reference)")
+    else:
+        print(
+            f"rewards vs one request   {r.rewards_equal:8d} equal, {r.rewards_differ} differ "
+            f"(of {r.ok} answered; {r.reward_missing} null)"
+        )
+    print(
+        f"judge utilisation        {r.judge_util * 100:8.1f} % of slots x wall   "
+        f"(some call in service {r.judge_busy * 100:.0f} % of the wall)"
+    )
+    print(f"judge calls              {r.judge_requests}   429s: {r.judge_rejected}")
+    print(f"Redis commands / sample  {r.redis_per_sample:8.1f}")
+    print(f"gateway loop lag p99     {fmt(r.lag_p99_ms, ' ms')}")
+    print(f"CPU ms / rollout         {fmt(r.cpu_ms_per_rollout)}")
+    print(f"platform CPU ms/rollout  {r.platform_cpu_ms:8.1f}   (Rubricate processes together)")
+    print(f"peak RSS MiB             {fmt(r.peak_rss_mib)}")
+
+
+def table(results: list[RunResult]) -> None:
+    print(
+        "\n| rollouts | pattern | wall s | floor s | answered | errors (final status) | "
+        "partial groups | rewards = one request | judge util | Redis cmd/sample | "
+        "gw lag p99 ms | platform CPU ms/rollout (gateway) | gateway peak RSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        errors = ", ".join(f"{v}× {k}" for k, v in sorted(r.errors.items())) or "0"
+        equal = "ref" if r.rewards_equal is None else f"{r.rewards_equal}/{r.ok}"
+        lag = max((v for v in r.lag_p99_ms.values() if v == v), default=float("nan"))
+        gw = sum(v for k, v in r.cpu_ms_per_rollout.items() if k.startswith("gateway"))
+        rss = max(v for k, v in r.peak_rss_mib.items() if k.startswith("gateway"))
+        print(
+            f"| {r.size:,} | {r.pattern} | {r.wall_s:.1f} | {r.floor_s:.1f} | {r.ok} | {errors} | "
+            f"{r.partial_groups}/{r.groups} | {equal} | {r.judge_util * 100:.0f}% | "
+            f"{r.redis_per_sample:.0f} | {lag:.0f} | {r.platform_cpu_ms:.0f} ({gw:.0f}) | "
+            f"{rss:.0f} |"
+        )
+
+
+def source_description(source: str | None) -> str:
+    where = Path(source or HERE.parent).resolve()
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(where), "log", "-1", "--format=%h %s"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return str(where)
+    return f"{where} at {commit[:90]}{' (+ uncommitted changes)' if dirty else ''}"
+
+
+async def main(args: argparse.Namespace) -> list[RunResult]:
+    runs = [(size, p) for size in args.sizes for p in args.patterns]
+    tenants = [f"rl-{size}-{p}" for size, p in runs] + [f"rl-{size}-ref" for size in args.sizes]
+    results: list[RunResult] = []
+    async with platform(args, tenants) as plat:
+        print(f"services from {source_description(args.source)}")
+        print(
+            f"platform up: gateway{'s x2' if plat.balancer_url else ''}, store, verifier, "
+            f"rubric-generator{', miner' if args.miner else ''}; judge sim fleet "
+            f"{args.fleet} x batch {args.max_batch}; PostgreSQL db {plat.database}; "
+            f"Redis :{plat.redis.port}; {os.cpu_count()} CPUs",
+            flush=True,
+        )
+        for size in args.sizes:
+            samples = make_step(size, args.group_size, args.trajectory_chars)
+            reference: dict[str, float | None] | None = None
+            patterns = list(args.patterns)
+            if "group" in patterns:  # the reference goes first
+                patterns.remove("group")
+                patterns.insert(0, "group")
+            elif args.check_rewards:
+                print(f"\n(reference pass: {size} rollouts, one request per group, not timed)")
+                ref = await measure("group", plat, f"rl-{size}-ref", samples, args, None)
+                reference = ref.rewards
+            for pattern in patterns:
+                result = await measure(
+                    pattern, plat, f"rl-{size}-{pattern}", samples, args, reference
+                )
+                if pattern == "group":
+                    reference = result.rewards
+                report(result)
+                results.append(result)
+                dead = [p.name for p in plat.procs.values() if not p.alive()]
+                if dead:
+                    raise SystemExit(f"processes died during the run: {dead}")
+                await asyncio.sleep(args.pause)
+        table(results)
+    if args.json:
+        Path(args.json).write_text(  # noqa: ASYNC240 - once, after the runs
+            json.dumps(
+                [{k: v for k, v in vars(r).items() if k != "rewards"} for r in results], indent=1
+            )
+        )
+    return results
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ints = lambda v: [int(x.replace("_", "").replace(",", "")) for x in v.split(",")]  # noqa: E731
+    parser.add_argument(
+        "--sizes", type=ints, default=[256], help="rollouts per step, e.g. 256,1024"
+    )
+    parser.add_argument(
+        "--patterns",
+        type=lambda v: v.split(","),
+        default=["group", "openrlhf"],
+        help=f"comma-separated, of {','.join(PATTERNS)}",
+    )
+    parser.add_argument("--group-size", type=int, default=16)
+    parser.add_argument("--trajectory-chars", type=int, default=3000)
+    parser.add_argument("--verl-window", type=float, default=10.0, help="s over which veRL posts")
+    parser.add_argument("--trl-ranks", type=int, default=8)
+    parser.add_argument("--fleet", type=int, default=1, help="simulated judge servers")
+    parser.add_argument("--max-batch", type=int, default=256, help="per server (max_num_seqs)")
+    parser.add_argument("--call-s", type=float, default=0.02)
+    parser.add_argument("--prefill-ms", type=float, default=0.05)
+    parser.add_argument("--decode-ms", type=float, default=5.0)
+    parser.add_argument("--sim-max-queue", type=int, default=None, help="429 beyond this queue")
+    parser.add_argument("--miner", action="store_true", help="start the miner, audit on")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for every service")
+    parser.add_argument("--run-timeout", type=float, default=1200.0)
+    parser.add_argument("--start-timeout", type=float, default=180.0)
+    parser.add_argument("--pause", type=float, default=2.0, help="s between runs")
+    parser.add_argument(
+        "--no-check-rewards",
+        dest="check_rewards",
+        action="store_false",
+        help="without the group pattern, skip the reference pass",
+    )
+    parser.add_argument(
+        "--source",
+        default=None,
+        help="run the services from this checkout (its services/ and clients/python/ first on "
+        "PYTHONPATH), e.g. a git worktree of the code before a change",
+    )
+    parser.add_argument("--keep-logs", action="store_true")
+    parser.add_argument("--json", default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    if args.source:
+        args.source = str(Path(args.source).resolve())
+    unknown = set(args.patterns) - set(PATTERNS)
+    if unknown:
+        parser.error(f"unknown patterns {sorted(unknown)}")
+    return args
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))
