@@ -324,12 +324,15 @@ class JudgeSim:
             error = {"message": "simulated rate limit: queue full", "type": "rate_limit"}
             return 429, {"error": error}, self.config.retry_after_s
         service = self.service_time(prompt_tokens, completion_tokens)
-        replica.queued += 1
-        stats.max_queued = max(stats.max_queued, sum(r.queued for r in self.replicas))
-        try:
-            await replica.slots.acquire()
-        finally:
-            replica.queued -= 1
+        if replica.slots.locked():  # the batch is full: wait in the replica's FIFO queue
+            replica.queued += 1
+            stats.max_queued = max(stats.max_queued, sum(r.queued for r in self.replicas))
+            try:
+                await replica.slots.acquire()
+            finally:
+                replica.queued -= 1
+        else:
+            await replica.slots.acquire()  # a free slot: taken without waiting
         started = time.monotonic()
         stats.queue_wait_s += started - now
         replica.in_service += 1
