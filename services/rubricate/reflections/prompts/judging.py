@@ -119,13 +119,25 @@ def build_messages(
     evidence: Sequence[Evidence],
     candidate: str,
     max_trajectory_chars: int,
+    trajectory_markers: Sequence[str] = (),
 ) -> list[Message]:
+    """`trajectory_markers`: what in the trajectory addresses the judge; the trajectory is
+    then withheld (the evaluator's grades stay). A candidate that addresses the judge never
+    reaches this prompt: the service scores it 0 without the model (GitHub issue 25)."""
+    if trajectory_markers:
+        shown = (
+            "[The trajectory is WITHHELD by the grading system: it contains text aimed at the "
+            f"grader ({', '.join(trajectory_markers)}). Judge the reflection against the "
+            "evaluator's grades below.]"
+        )
+    else:
+        body = escape_untrusted(clip(trajectory, max_chars=max_trajectory_chars))
+        shown = f"<untrusted>{body}</untrusted>"
     parts = [
         f"Question:\n<untrusted>{escape_untrusted(question)}</untrusted>",
         "",
         "Trajectory:",
-        f"<untrusted>{escape_untrusted(clip(trajectory, max_chars=max_trajectory_chars))}"
-        "</untrusted>",
+        shown,
         "",
         "Evaluator's grades (privileged):",
         escape_untrusted("\n".join(_evidence_lines(stage_scores, evidence))),

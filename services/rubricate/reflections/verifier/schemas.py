@@ -25,3 +25,8 @@ class ReflectionScoresResponse(TaskResponse):
     cross: dict[Dimension, float]
     """Dimension scores in [0, 1] for cross-episode transfer."""
     rationale: str
+    judge_addressing: list[str] = Field(default_factory=list)
+    """What in the material addresses the judge, each prefixed with where (`candidate: ...`,
+    `trajectory: ...`); empty for ordinary material. A candidate that addresses the judge is
+    scored 0 on every dimension without a model call; such a trajectory is withheld from the
+    judge's prompt (GitHub issue 25)."""

@@ -1,4 +1,8 @@
-"""Reflection judging (RubricEM App. D.6.2): one structured LLM call per candidate."""
+"""Reflection judging (RubricEM App. D.6.2): one structured LLM call per candidate.
+
+A candidate whose text addresses the judge (`llm.prompt_text.manipulation_markers`) is
+scored 0 on every dimension without a model call, and a trajectory that does is withheld
+from the prompt; the response lists what was found (`judge_addressing`, GitHub issue 25)."""
 
 import logging
 import time
@@ -7,6 +11,7 @@ from typing import Any
 from rubricate.common.usage import Usage, usage_out
 from rubricate.llm.base import GenerationParams, LLMBackend
 from rubricate.llm.judge_call import judge_call
+from rubricate.llm.prompt_text import manipulation_markers
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
@@ -31,6 +36,24 @@ class ReflectionJudgeService:
         )
 
     async def score(self, request: ReflectionScoresRequest) -> ReflectionScoresResponse:
+        candidate_markers = manipulation_markers(request.candidate)
+        trajectory_markers = manipulation_markers(request.trajectory)
+        found = [f"candidate: {m}" for m in candidate_markers]
+        found += [f"trajectory: {m}" for m in trajectory_markers]
+        if candidate_markers:
+            log.warning("reflection.withheld markers=%s", "; ".join(found))
+            zero = {dim: 0.0 for dim in reflection_judging.DIMENSION_WEIGHTS}
+            return ReflectionScoresResponse(
+                within=dict(zero),
+                cross=dict(zero),
+                rationale="Withheld: the reflection contains text aimed at the grader ("
+                + ", ".join(candidate_markers)
+                + "); it scores 0 on every dimension.",
+                judge_addressing=found,
+                usage=usage_out(Usage()),
+                model=self.backend.model,
+                backend=self.backend.name,
+            )
         messages = reflection_judging.build_messages(
             question=request.question,
             trajectory=request.trajectory,
@@ -38,6 +61,7 @@ class ReflectionJudgeService:
             evidence=request.evidence,
             candidate=request.candidate,
             max_trajectory_chars=self.tasks.max_chars_per_stage * TRAJECTORY_BUDGET_STAGES,
+            trajectory_markers=trajectory_markers,
         )
         params = GenerationParams(
             temperature=self.tasks.scoring_temperature,
@@ -63,6 +87,7 @@ class ReflectionJudgeService:
             within=verdict.within.as_unit(),
             cross=verdict.cross.as_unit(),
             rationale=verdict.rationale,
+            judge_addressing=found,
             usage=usage_out(usage),
             model=self.backend.model,
             backend=self.backend.name,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from rubricate.llm.base import Message
 from rubricate.llm.prompt_text import clip, escape_untrusted
+from rubricate.steps.prompts.verify import history_part
 
 SCHEMA_NAME = "listwise_rank"
 _RATIONALE_CHARS = 1500
@@ -56,12 +57,14 @@ def build_messages(
     candidates: Sequence[tuple[str, str]],
     max_history_chars: int,
     max_action_chars: int,
+    history_markers: Sequence[str] = (),
 ) -> list[Message]:
-    """`candidates`: (label, text) pairs in the order this judge sees them."""
-    body = clip(history, max_chars=max_history_chars) if history.strip() else "(no steps yet)"
+    """`candidates`: (label, text) pairs in the order this judge sees them (the service
+    leaves out candidates that address the judge: they rank last without being read).
+    `history_markers`: what in the history addresses the judge (it is withheld then)."""
     parts = [
         f"Question:\n<untrusted>{escape_untrusted(question)}</untrusted>\n",
-        f"Steps so far:\n<untrusted>{escape_untrusted(body)}</untrusted>\n",
+        history_part(history, max_history_chars=max_history_chars, markers=history_markers),
         "Candidate next actions:",
     ]
     for label, text in candidates:

@@ -26,6 +26,11 @@ class CriterionVerdict(BaseModel):
 class StepVerdictsResponse(TaskResponse):
     verdicts: list[CriterionVerdict]
     """One per criterion, in the request's order."""
+    judge_addressing: list[str] = Field(default_factory=list)
+    """What in the material addresses the judge, each prefixed with where (`action: ...`,
+    `history: ...`, `criterion 2: ...`); empty for ordinary material. An action that
+    addresses the judge meets no criterion (no model call); such a criterion is met by no
+    action; such a history is withheld from the judge (GitHub issue 25)."""
 
 
 class LabeledCandidate(BaseModel):
@@ -48,3 +53,7 @@ class RankTaskResponse(TaskResponse):
     ranking: list[str]
     """Every label once, best first."""
     rationale: str
+    judge_addressing: dict[str, list[str]] = Field(default_factory=dict)
+    """Per candidate label, what in it addresses the judge (`history` for the history).
+    Such candidates are withheld from the judge and ranked last, in the slate's order
+    (GitHub issue 25)."""

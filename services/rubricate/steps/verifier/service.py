@@ -1,5 +1,11 @@
 """Step judging on the verifier: per-criterion verdicts on an action (Co-ReAct §3.2.1,
-§3.3) and one judge's listwise ranking of a candidate slate (Co-ReAct §3.1)."""
+§3.3) and one judge's listwise ranking of a candidate slate (Co-ReAct §3.1).
+
+Text that addresses the judge (`llm.prompt_text.manipulation_markers`) never reaches it
+(GitHub issue 25): an action that does meets no criterion, a criterion that does is met by
+no action, and a candidate that does ranks last, all without a model call on that text; a
+history that does is withheld from the prompt. Responses list what was found
+(`judge_addressing`), so nothing is dropped silently."""
 
 import logging
 from collections.abc import Sequence
@@ -8,6 +14,7 @@ from typing import Any
 from rubricate.common.usage import Usage, usage_out
 from rubricate.llm.base import GenerationParams, LLMBackend
 from rubricate.llm.judge_call import judge_call
+from rubricate.llm.prompt_text import addressing_by_part, manipulation_markers
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
@@ -50,14 +57,55 @@ class StepJudgeService:
         return self._verdict_schemas[n]
 
     async def verdicts(self, request: StepVerdictsRequest) -> StepVerdictsResponse:
-        n = len(request.criteria)
+        found: list[str] = []
+        action_markers = manipulation_markers(request.action)
+        history_markers = manipulation_markers(request.history)
+        criterion_markers = [manipulation_markers(c) for c in request.criteria]
+        found += [f"action: {m}" for m in action_markers]
+        found += [f"history: {m}" for m in history_markers]
+        for n, markers in enumerate(criterion_markers, start=1):
+            found += [f"criterion {n}: {m}" for m in markers]
+        judged = [i for i, markers in enumerate(criterion_markers) if not markers]
+        met = [False] * len(request.criteria)
+        usage = Usage()
+        if action_markers or not judged:
+            log.warning("step.withheld markers=%s", "; ".join(found))
+        else:
+            items = await self._judge_verdicts(
+                request, [request.criteria[i] for i in judged], history_markers, usage
+            )
+            for i, item in zip(judged, items, strict=True):
+                met[i] = item.meets
+            log.info(
+                "step.verified criteria=%d satisfied=%d withheld=%d",
+                len(request.criteria),
+                sum(met),
+                len(request.criteria) - len(judged),
+            )
+        return StepVerdictsResponse(
+            verdicts=[CriterionVerdict(satisfied=m) for m in met],
+            judge_addressing=found,
+            usage=usage_out(usage),
+            model=self.backend.model,
+            backend=self.backend.name,
+        )
+
+    async def _judge_verdicts(
+        self,
+        request: StepVerdictsRequest,
+        criteria: Sequence[str],
+        history_markers: Sequence[str],
+        usage: Usage,
+    ) -> list[step_verify.VerdictItem]:
+        n = len(criteria)
         messages = step_verify.build_messages(
             question=request.question,
             history=request.history,
-            criteria=request.criteria,
+            criteria=criteria,
             action=request.action,
             max_history_chars=self.steps.max_history_chars,
             max_action_chars=self.steps.max_action_chars,
+            history_markers=history_markers,
         )
         params = GenerationParams(
             temperature=self.steps.verify_temperature,
@@ -65,7 +113,6 @@ class StepJudgeService:
             json_schema=self._verdict_schema(n),
             schema_name=step_verify.SCHEMA_NAME,
         )
-        usage = Usage()
         sheet = await judge_call(
             self.backend,
             messages,
@@ -76,35 +123,53 @@ class StepJudgeService:
             usage=usage,
             validate=lambda s: step_verify.check_sheet(s, n_criteria=n),
         )
-        items = step_verify.ordered(sheet)
-        log.info("step.verified criteria=%d satisfied=%d", n, sum(i.meets for i in items))
-        return StepVerdictsResponse(
-            verdicts=[CriterionVerdict(satisfied=i.meets) for i in items],
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
-        )
+        return step_verify.ordered(sheet)
 
     async def rank(self, request: RankTaskRequest) -> RankTaskResponse:
         labels = [c.label.strip().upper() for c in request.candidates]
         _check_labels(labels)
+        addressing = addressing_by_part([c.text for c in request.candidates])
+        found = {
+            label: markers for label, markers in zip(labels, addressing, strict=True) if markers
+        }
+        history_markers = manipulation_markers(request.history)
+        if history_markers:
+            found["history"] = history_markers
+        clean = [
+            (label, c.text)
+            for label, c, markers in zip(labels, request.candidates, addressing, strict=True)
+            if not markers
+        ]
+        last = [label for label, markers in zip(labels, addressing, strict=True) if markers]
+        usage = Usage()
+        if len(clean) < 2:
+            # nothing to compare: the clean candidate (if any) first, the withheld ones after
+            log.warning("slate.withheld candidates=%d", len(last))
+            return RankTaskResponse(
+                ranking=[label for label, _ in clean] + last,
+                rationale="Candidates that address the grader were withheld and ranked last: "
+                + ", ".join(last),
+                judge_addressing=found,
+                usage=usage_out(usage),
+                model=self.backend.model,
+                backend=self.backend.name,
+            )
+        judged = [label for label, _ in clean]
         messages = listwise_rank.build_messages(
             question=request.question,
             history=request.history,
-            candidates=[
-                (label, c.text) for label, c in zip(labels, request.candidates, strict=True)
-            ],
+            candidates=clean,
             max_history_chars=self.steps.max_history_chars,
             max_action_chars=self.steps.max_action_chars,
+            history_markers=history_markers,
         )
         params = GenerationParams(
             temperature=request.temperature,
             max_tokens=self.steps.rank_max_tokens,
             seed=request.seed if request.seed is not None else 0,
-            json_schema=listwise_rank.rank_schema(self._rank_base, labels=labels),
+            json_schema=listwise_rank.rank_schema(self._rank_base, labels=judged),
             schema_name=listwise_rank.SCHEMA_NAME,
         )
-        usage = Usage()
         output = await judge_call(
             self.backend,
             messages,
@@ -113,12 +178,16 @@ class StepJudgeService:
             task=RANK_TASK,
             llm=self.llm,
             usage=usage,
-            validate=lambda o: listwise_rank.check_ranking(o, labels=labels),
+            validate=lambda o: listwise_rank.check_ranking(o, labels=judged),
         )
-        log.info("slate.ranked candidates=%d", len(labels))
+        log.info("slate.ranked candidates=%d withheld=%d", len(labels), len(last))
+        rationale = output.rationale
+        if last:
+            rationale += f" (withheld and ranked last: {', '.join(last)})"
         return RankTaskResponse(
-            ranking=output.ranking,
-            rationale=output.rationale,
+            ranking=output.ranking + last,
+            rationale=rationale,
+            judge_addressing=found,
             usage=usage_out(usage),
             model=self.backend.model,
             backend=self.backend.name,
