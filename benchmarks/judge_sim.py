@@ -15,8 +15,10 @@ What it models (per replica of the fleet):
 Answers are deterministic: the same prompt gets the same answer, whatever the order or the
 concurrency, so rewards can be compared across arrival patterns:
 - `stage_rubrics` (the stagewise rubric generator's schema): 10 rubrics (3/2/2/3 per stage,
-  within the default caps) whose text depends on the question only, so a group's rubrics do
-  not depend on which of its samples arrived first;
+  within the default caps) whose text depends on the question and on the SET of trajectories
+  shown (not their order): a whole group gets the same rubrics whichever of its samples
+  arrived first, and a partial group (other members) gets other rubrics, so its rewards
+  differ from the whole group's, as a real judge's would;
 - `score_sheet` (the stagewise verifier's `generate` design): each numbered rubric's score is
   a hash of the rubric's line and the trajectory section of the prompt;
 - a one-token call with `top_logprobs` (the `choices` designs): `yes`/`no` log-probabilities
@@ -53,6 +55,7 @@ MODEL = "judge-sim"
 CHARS_PER_TOKEN = 4.0
 
 _QUESTION = re.compile(r"Question:\n<untrusted>(.*?)</untrusted>", re.S)
+_TRAJECTORY = re.compile(r'<untrusted trajectory="\d+">\n(.*?)</untrusted>', re.S)
 _RUBRIC_LINE = re.compile(r"^(\d+)\. (.*)$", re.M)
 _GENERATED: dict[str, tuple[int, int]] = {
     "plan": (2, 1),
@@ -150,9 +153,10 @@ def _schema_of(body: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | No
     return None, None
 
 
-def generated_rubrics(question: str) -> dict[str, Any]:
-    """The simulated generator's rubrics for `question` (the same for every group of it)."""
-    h = _digest("rubrics", question)
+def generated_rubrics(question: str, trajectories: list[str] | None = None) -> dict[str, Any]:
+    """The simulated generator's rubrics for `question` and the group's `trajectories`
+    (their order does not matter)."""
+    h = _digest("rubrics", question, *sorted(trajectories or []))
     out: dict[str, Any] = {}
     for stage, (n_pos, n_neg) in _GENERATED.items():
         lists: dict[str, list[dict[str, Any]]] = {}
@@ -235,7 +239,8 @@ def answer(body: Mapping[str, Any]) -> Answer:
     ):
         match = _QUESTION.search(user)
         question = match.group(1) if match else user
-        return Answer("generation", json.dumps(generated_rubrics(question)))
+        shown = _TRAJECTORY.findall(user)
+        return Answer("generation", json.dumps(generated_rubrics(question, shown)))
     if name == "score_sheet" or (
         schema is not None and set(schema.get("properties", {})) == {"scores"}
     ):

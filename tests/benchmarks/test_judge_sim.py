@@ -112,7 +112,7 @@ def test_a_score_sheet_is_deterministic_and_parses() -> None:
     assert len(set(others)) > 1, "different trajectories should not all get one sheet"
 
 
-def test_generated_rubrics_depend_on_the_question_only() -> None:
+def test_generated_rubrics_depend_on_the_question_and_the_set_of_trajectories() -> None:
     def generation(question: str, markers: str) -> dict[str, Any]:
         trajectories = [
             rubric_generation.GroupTrajectory(
@@ -134,7 +134,8 @@ def test_generated_rubrics_depend_on_the_question_only() -> None:
 
     one = answer(generation("Why is the sky blue?", "abcd"))
     assert one.kind == "generation"
-    assert answer(generation("Why is the sky blue?", "dcb")).text == one.text
+    assert answer(generation("Why is the sky blue?", "dcba")).text == one.text
+    assert answer(generation("Why is the sky blue?", "abc")).text != one.text  # a partial group
     assert answer(generation("Why is grass green?", "abcd")).text != one.text
     specs = rubric_generation.GeneratedRubrics.model_validate_json(one.text).specs()
     assert {stage: len(items) for stage, items in specs.items()} == {
