@@ -20,7 +20,7 @@ def settings(**kw: object) -> LLMSettings:
         ("openai", {"concurrency": 1}, 1),  # llama-cpp-python's server
         ("openai", {}, None),  # shared cache (vLLM's server): no limit here
         ("openai", {"concurrency": 4, "prefix_cache": "per_slot"}, 4),  # llama-server -np 4
-        ("openai", {"prefix_cache": "per_slot"}, 16),  # the openai default concurrency
+        ("openai", {"prefix_cache": "per_slot"}, 32),  # where the adaptive limit starts
     ],
 )
 def test_requests_at_once(backend: str, kw: dict[str, object], limit: int | None) -> None:

@@ -7,6 +7,7 @@ from rubricate.llm.circuit import CircuitBreakerBackend
 from rubricate.llm.errors import BackendRequestError
 from rubricate.llm.factory import build_backend
 from rubricate.llm.judge_cache import CachingBackend
+from rubricate.llm.limiter import LimitedBackend
 from rubricate.llm.openai_compat import OpenAICompatBackend
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.vllm_backend import vllm_available
@@ -68,12 +69,17 @@ async def test_factory_builds_the_openai_backend() -> None:
     backend = build_backend(
         LLMSettings(backend="openai", base_url="http://127.0.0.1:9/v1/", model="m")
     )
-    # wrapped: judge cache -> circuit breaker -> the OpenAI-compatible backend
+    # wrapped: judge cache -> circuit breaker -> call limiter -> the OpenAI-compatible backend
     assert isinstance(backend, CachingBackend)
     assert isinstance(backend.inner, CircuitBreakerBackend)
-    raw = backend.inner.inner
+    limited = backend.inner.inner
+    assert isinstance(limited, LimitedBackend)
+    raw = limited.inner
     assert isinstance(raw, OpenAICompatBackend)
     assert raw.base_url == "http://127.0.0.1:9/v1" and backend.model == "m"
+    # adaptive by default: starts moderate, room for a vLLM server's hundreds
+    assert (limited.limiter.limit, limited.limiter.limit_state.config.ceiling) == (32, 512)
+    assert raw.concurrency is None  # the limiter caps the calls, not the backend
     await backend.aclose()
 
 
@@ -81,3 +87,46 @@ async def test_factory_builds_the_openai_backend() -> None:
 def test_factory_vllm_without_vllm_says_what_to_install() -> None:
     with pytest.raises(BackendRequestError, match=r"rubricate\[gpu\]"):
         build_backend(LLMSettings(backend="vllm", model="Qwen/Qwen2.5-0.5B-Instruct"))
+
+
+@pytest.mark.parametrize(
+    ("kw", "bounds"),
+    [
+        ({"backend": "embedded"}, (1, 1, 1)),  # one llama.cpp context
+        ({"backend": "openai", "base_url": "http://j/v1"}, (32, 4, 512)),
+        ({"backend": "vllm", "model": "m"}, (64, 4, 512)),
+        # RUBRICATE_LLM_CONCURRENCY keeps meaning a fixed limit
+        ({"backend": "openai", "base_url": "http://j/v1", "concurrency": 16}, (16, 16, 16)),
+        (
+            {
+                "backend": "openai",
+                "base_url": "http://j/v1",
+                "concurrency_start": 1000,
+                "concurrency_min": 2,
+                "concurrency_max": 300,
+            },
+            (300, 2, 300),  # the start is kept within floor and ceiling
+        ),
+    ],
+)
+def test_concurrency_bounds(kw: dict[str, object], bounds: tuple[int, int, int]) -> None:
+    s = LLMSettings.model_validate(kw)
+    assert s.concurrency_bounds() == bounds
+    assert s.judge_concurrency() == bounds[0]
+    assert s.http_connections() == bounds[2]  # a connection for every call that may fly
+
+
+def test_concurrency_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "BACKEND": "openai",
+        "BASE_URL": "http://j/v1",
+        "CONCURRENCY_MAX": "200",
+        "CONCURRENCY_MIN": "8",
+        "RPM": "600",
+        "TPM": "90000",
+    }.items():
+        monkeypatch.setenv(f"RUBRICATE_LLM_{name}", value)
+    s = LLMSettings()
+    assert (s.concurrency_bounds(), s.rpm, s.tpm) == ((32, 8, 200), 600, 90000)
+    with pytest.raises(ValidationError, match="concurrency_min"):
+        LLMSettings(concurrency_min=10, concurrency_max=5)

@@ -184,6 +184,30 @@ CIRCUIT_OPEN = Gauge(
     "1 while the circuit breaker in front of a model backend is open (calls fail fast).",
     ["backend"],
 )
+LLM_JUDGE_LIMIT = Gauge(
+    "rubricate_llm_concurrency_limit",
+    "Judge calls a model backend may have in flight now (the adaptive or fixed limit of "
+    "rubricate.llm.limiter), by backend and judge (live | reference).",
+    ["backend", "judge"],
+)
+LLM_JUDGE_IN_FLIGHT = Gauge(
+    "rubricate_llm_in_flight",
+    "Judge calls (or whole requests, where the backend takes requests) holding a place in "
+    "a model backend's limiter, by backend and judge.",
+    ["backend", "judge"],
+)
+LLM_JUDGE_QUEUED = Gauge(
+    "rubricate_llm_queued",
+    "Judge calls waiting for a place in a model backend's limiter, by backend, judge and "
+    "lane (live | background: the audit's reference judge on the live model).",
+    ["backend", "judge", "lane"],
+)
+LLM_JUDGE_BACKOFFS = Counter(
+    "rubricate_llm_limit_backoffs_total",
+    "Times a model backend's adaptive limit backed off, by backend, judge and reason "
+    "(rate_limited | server_error | transport | latency).",
+    ["backend", "judge", "reason"],
+)
 
 # ------------------------------------------------------------------------------------ audit
 # The reward audit (rubricate.audit, docs/audit.md). No tenant or question label (both

@@ -1,6 +1,7 @@
 """A circuit breaker per model backend: after repeated transport failures, fail fast.
 
-Closed: calls pass; `failure_threshold` transport failures in a row open it. Open: calls
+Closed: calls pass; `failure_threshold` transport failures in a row open it (a 429 is not
+one: the server is up and asks for fewer calls, which the call limiter gives it). Open: calls
 fail at once with a `TransportError` naming the wait (the model server answers 503 with
 Retry-After) instead of piling timeouts onto a dead server. After `cooldown_s` one trial call
 passes (half-open): success closes the circuit, failure opens it again.
@@ -24,9 +25,10 @@ _T = TypeVar("_T")
 class CircuitOpenError(TransportError):
     """The backend's circuit is open; `retry_after_s` says when a trial call is allowed."""
 
+    retry_after_s: float
+
     def __init__(self, message: str, *, retry_after_s: float) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
+        super().__init__(message, retry_after_s=retry_after_s)
 
 
 class CircuitBreakerBackend(LLMBackend):
@@ -92,7 +94,11 @@ class CircuitBreakerBackend(LLMBackend):
     async def _call(self, call: Callable[[], Awaitable[_T]]) -> _T:
         try:
             result = await call()
-        except TransportError:
+        except TransportError as exc:
+            if exc.status == 429:
+                # the server is up and asks for less: the call limiter backs off
+                # (`llm.limiter`), the circuit neither opens nor closes on it
+                raise
             self._failures += 1
             if self._failures >= self.failure_threshold or self._opened_at is not None:
                 if self._opened_at is None:

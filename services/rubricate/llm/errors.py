@@ -12,7 +12,23 @@ class LLMError(Exception):
 
 
 class TransportError(LLMError):
-    """Infrastructure failure: connection refused, timeout, 5xx, 429. Retryable."""
+    """Infrastructure failure: connection refused, timeout, 5xx, 429. Retryable.
+
+    `status`: the server's HTTP status when it answered (429, 5xx), None when it did not
+    (connection, timeout, an unreadable body). `retry_after_s`: how long the server asked
+    callers to wait (its `Retry-After`), None when it did not say."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        usage: Usage | None = None,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message, usage=usage)
+        self.status = status
+        self.retry_after_s = retry_after_s
 
 
 class BackendRequestError(LLMError):

@@ -27,13 +27,20 @@ same numbers the embedded backend reads.
 
 Every call is bounded by the deadline of the request being served (`common.upstream`): its
 timeout is the time left, and a call with no time left is not sent (`DeadlineExceeded`).
-At most `concurrency` calls are in flight (`LLMSettings.judge_concurrency`).
+How many calls are in flight is the call limiter's business (`llm.limiter`, in front of
+every backend the factory builds); a 429 or 5xx carries its status and the server's
+`Retry-After` on the `TransportError`, which the limiter and the retries honour. A backend
+constructed by hand may cap its calls itself (`concurrency`).
 """
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
 import httpx
@@ -72,17 +79,17 @@ class OpenAICompatBackend(LLMBackend):
         timeout_s: float = 300.0,
         schema_mode: SchemaMode = "auto",
         max_connections: int = 64,
-        concurrency: int = 16,
+        concurrency: int | None = None,
         top_logprobs: int = 20,
         continue_final_message: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if concurrency < 1 or not 2 <= top_logprobs <= 20:
+        if (concurrency is not None and concurrency < 1) or not 2 <= top_logprobs <= 20:
             raise ValueError("concurrency must be >= 1 and top_logprobs within 2..20")
         self.supports_reply_prefix = continue_final_message
         self.top_logprobs = top_logprobs
         self.concurrency = concurrency
-        self._gate = asyncio.Semaphore(concurrency)
+        self._gate = None if concurrency is None else asyncio.Semaphore(concurrency)
         self.base_url = base_url.rstrip("/")
         self.model = model or "default"
         self._model_known = model is not None
@@ -112,8 +119,7 @@ class OpenAICompatBackend(LLMBackend):
             api_key=settings.api_key.get_secret_value() if settings.api_key else None,
             timeout_s=settings.timeout_s,
             schema_mode=settings.openai_schema_mode,
-            max_connections=settings.max_connections,
-            concurrency=settings.judge_concurrency(),
+            max_connections=settings.http_connections(),
             top_logprobs=settings.choice_top_logprobs,
             continue_final_message=settings.openai_continue_final_message,
             transport=transport,
@@ -233,7 +239,10 @@ class OpenAICompatBackend(LLMBackend):
 
     async def _post(self, body: dict[str, Any]) -> httpx.Response:
         url = f"{self.base_url}/chat/completions"
-        async with self._gate:
+        gate: AbstractAsyncContextManager[object] = (
+            nullcontext() if self._gate is None else self._gate
+        )
+        async with gate:
             left = time_left()
             if left is not None and left < MIN_CALL_S:
                 raise DeadlineExceeded(
@@ -264,7 +273,7 @@ class OpenAICompatBackend(LLMBackend):
         status = response.status_code
         where = f"{self.base_url}/chat/completions"
         if status == 429 or status >= 500:
-            raise TransportError(f"HTTP {status} from {where}: {_snippet(response)}")
+            raise overloaded(response, where)
         if status >= 300:
             raise BackendRequestError(f"HTTP {status} from {where}: {_snippet(response)}")
         try:
@@ -279,7 +288,7 @@ class OpenAICompatBackend(LLMBackend):
         status = response.status_code
         where = f"{self.base_url}/chat/completions"
         if status == 429 or status >= 500:
-            raise TransportError(f"HTTP {status} from {where}: {_snippet(response)}")
+            raise overloaded(response, where)
         if status >= 300:
             raise BackendRequestError(f"HTTP {status} from {where}: {_snippet(response)}")
         try:
@@ -317,6 +326,38 @@ class OpenAICompatBackend(LLMBackend):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def overloaded(response: httpx.Response, where: str) -> TransportError:
+    """A 429 or 5xx answer: retryable, with its status and the server's Retry-After."""
+    wait = retry_after_s(response.headers.get("retry-after"))
+    said = "" if wait is None else f" (Retry-After {wait:g}s)"
+    return TransportError(
+        f"HTTP {response.status_code} from {where}{said}: {_snippet(response)}",
+        status=response.status_code,
+        retry_after_s=wait,
+    )
+
+
+def retry_after_s(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds a `Retry-After` header asks for (delay-seconds or an HTTP date); None when
+    absent or unreadable. A date in the past is 0."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def first_token_alternatives(

@@ -14,12 +14,21 @@ a long prefix. Which order reads that prefix the fewest times depends on the ser
 - a backend that takes one call at a time (embedded, llama-cpp-python's server: a
   concurrency of 1): one request at a time, its passes back to back, so requests do not
   interleave and evict each other's prefix.
+
+Where a request's passes go back to back, the request holds one place in the backend's
+call limiter (`llm.limiter`) from its first pass to its end (`request_scope`): the limiter
+is shared by every service on the backend (the live verifier, the nugget verifier, the
+audit's reference judge on the live model), so no other request's call, live or
+background, lands between a request's passes. The request ends here after its slot here
+is freed, so a live request waiting for that slot asks the limiter before a background
+call is given the place.
 """
 
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from rubricate.llm.limiter import request_scope
 from rubricate.llm.settings import LLMSettings
 
 
@@ -37,11 +46,12 @@ class RequestGate:
     @asynccontextmanager
     async def request(self) -> AsyncIterator[None]:
         """Hold a place for one request's passes."""
-        if self._slots is None:
-            yield
-            return
-        async with self._slots:
-            yield
+        with request_scope():
+            if self._slots is None:
+                yield
+                return
+            async with self._slots:
+                yield
 
 
 def requests_at_once(llm: LLMSettings, backend_name: str) -> int | None:

@@ -1,4 +1,5 @@
-"""Retries of transport failures: exponential backoff with full jitter."""
+"""Retries of transport failures: exponential backoff with full jitter, and never sooner
+than the server's Retry-After (at most `llm.limiter.MAX_PAUSE_S`) when it sent one."""
 
 import asyncio
 import logging
@@ -11,6 +12,7 @@ from rubricate.common.metrics import LLM_RETRIES
 from rubricate.common.upstream import time_left
 from rubricate.common.usage import Usage
 from rubricate.llm.errors import DeadlineExceeded, LLMError, TransportError
+from rubricate.llm.limiter import MAX_PAUSE_S
 from rubricate.llm.settings import LLMSettings
 
 log = logging.getLogger("rubricate.llm.retry")
@@ -55,6 +57,8 @@ async def call_with_retries(
                 exc.usage = spent
                 raise
             delay = backoff_delay(attempt, base_s=base_s, max_s=max_s, rand=rand)
+            if exc.retry_after_s is not None and exc.status is not None:  # the server's
+                delay = max(delay, min(exc.retry_after_s, MAX_PAUSE_S))
             attempt += 1
             if on_retry is not None:
                 on_retry(attempt, exc, delay)

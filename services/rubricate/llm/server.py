@@ -25,7 +25,6 @@ from rubricate.common.errors import ServiceError
 from rubricate.common.upstream import DeadlineMiddleware
 from rubricate.common.usage import usage_out
 from rubricate.llm.base import LLMBackend
-from rubricate.llm.circuit import CircuitOpenError
 from rubricate.llm.errors import (
     BackendRequestError,
     DeadlineExceeded,
@@ -118,7 +117,7 @@ def as_service_error(exc: LLMError, *, task: str) -> ServiceError:
             usage=usage,
         )
     if isinstance(exc, TransportError):
-        wait = exc.retry_after_s if isinstance(exc, CircuitOpenError) else 5.0
+        wait = exc.retry_after_s if exc.retry_after_s is not None else 5.0
         return ServiceError(
             503,
             f"{task}: the model backend is unavailable after retries: {exc}",

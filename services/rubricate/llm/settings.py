@@ -43,7 +43,9 @@ class LLMSettings(BaseSettings):
     openai_schema_mode: SchemaMode = "auto"
     """How a JSON schema is sent: `json_schema` (OpenAI, vLLM), `json_object` with a
     `schema` (llama.cpp's server), or `auto` (the first, falling back once to the second)."""
-    max_connections: int = Field(default=64, ge=1)
+    max_connections: int | None = Field(default=None, ge=1)
+    """HTTP connections to the server; unset: as many as judge calls may be in flight (the
+    fixed limit, or the adaptive limit's ceiling)."""
     choice_top_logprobs: int = Field(default=20, ge=2, le=20)
     """Alternatives read at the reply's first token when a served backend scores choices
     (the OpenAI API's `top_logprobs`; 20 is its maximum and vLLM's default limit)."""
@@ -52,13 +54,34 @@ class LLMSettings(BaseSettings):
     `continue_final_message` (vLLM does; llama-cpp-python's server does not): needed for
     choice scoring after a reply prefix (the nugget verifier's `["`)."""
 
-    # how many judge calls a backend takes at once
+    # how many judge calls a backend takes at once (`llm.limiter`)
     concurrency: int | None = Field(default=None, ge=1)
-    """Judge calls in flight per backend, shared by every request of the model server.
-    Unset: 1 on `embedded` (one llama.cpp context), 16 on `openai`, 64 on `vllm`. Set 1 for
-    a server that decodes one sequence at a time (llama-cpp-python's), so a rollout's calls
-    stay consecutive and reuse its cached prefix; set the slot count for llama.cpp's
+    """A fixed limit of judge calls in flight per backend, shared by every request of the
+    model server; unset, the limit adapts to the server between `concurrency_min` and
+    `concurrency_max` (1 on the embedded backend, which runs one call at a time anyway). Set 1
+    for a server that decodes one sequence at a time (llama-cpp-python's), so a rollout's
+    calls stay consecutive and reuse its cached prefix; set the slot count for llama.cpp's
     `llama-server -np N`."""
+    concurrency_start: int | None = Field(default=None, ge=1)
+    """Where the adaptive limit starts (unset: 32 on `openai`, 64 on `vllm`, within the
+    floor and the ceiling)."""
+    concurrency_min: int = Field(default=4, ge=1)
+    """The adaptive limit's floor: backing off never goes below it."""
+    concurrency_max: int = Field(default=512, ge=1)
+    """The adaptive limit's ceiling: growing never goes above it."""
+    concurrency_latency_rise: float = Field(default=2.0, gt=1.0)
+    """Recent latency this many times the long-run latency of the same kind of call counts
+    as the server queueing: the adaptive limit backs off (by a tenth)."""
+    rpm: int | None = Field(default=None, ge=1)
+    """Requests per minute the server allows (a hosted API's budget): at most this many
+    judge calls start in any 60 s. Unset: no budget."""
+    tpm: int | None = Field(default=None, ge=1)
+    """Tokens per minute the server allows: a call is counted at its estimate (prompt
+    characters / 3 plus `max_tokens`) when it starts and at its reported tokens once it
+    answers; calls wait while the last 60 s would go over. Unset: no budget."""
+    background_share: float = Field(default=0.25, gt=0.0, le=1.0)
+    """The most of the limit that background judge work (the audit's reference judge on the
+    live model) holds at once (at least one call); it runs only when no live call waits."""
     prefix_cache: Literal["shared", "per_slot"] = "shared"
     """Where the server caches prompt prefixes, which decides how a request's judge passes
     are sent (`llm.request_gate`): `shared`, one cache for all sequences (vLLM, SGLang,
@@ -91,10 +114,28 @@ class LLMSettings(BaseSettings):
     tensor_parallel_size: int = Field(default=1, ge=1)
 
     def judge_concurrency(self) -> int:
-        """`concurrency`, or the backend's default."""
+        """The judge calls in flight at first: the fixed `concurrency`, 1 on the embedded
+        backend, else where the adaptive limit starts."""
+        return self.concurrency_bounds()[0]
+
+    def concurrency_bounds(self) -> tuple[int, int, int]:
+        """(start, floor, ceiling) of the judge-call limit; all three equal when it is fixed
+        (`concurrency` set, or the embedded backend)."""
         if self.concurrency is not None:
-            return self.concurrency
-        return {"embedded": 1, "openai": 16, "vllm": 64}[self.backend]
+            return self.concurrency, self.concurrency, self.concurrency
+        if self.backend == "embedded":
+            return 1, 1, 1
+        start = self.concurrency_start
+        if start is None:
+            start = {"openai": 32, "vllm": 64}[self.backend]
+        start = min(max(start, self.concurrency_min), self.concurrency_max)
+        return start, self.concurrency_min, self.concurrency_max
+
+    def http_connections(self) -> int:
+        """`max_connections`, or one per judge call that may be in flight."""
+        if self.max_connections is not None:
+            return self.max_connections
+        return self.concurrency_bounds()[2]
 
     @model_validator(mode="after")
     def _check_backend(self) -> Self:
@@ -110,6 +151,8 @@ class LLMSettings(BaseSettings):
             )
         if self.cache == "redis" and not self.cache_url:
             raise ValueError("RUBRICATE_LLM_CACHE=redis needs RUBRICATE_LLM_CACHE_URL")
+        if self.concurrency_min > self.concurrency_max:
+            raise ValueError("concurrency_min must be <= concurrency_max")
         if self.backoff_max_s < self.backoff_base_s:
             raise ValueError("backoff_max_s must be >= backoff_base_s")
         return self

@@ -51,7 +51,7 @@ def build_reference_judge(
     """The reference judge. `backend`: an already loaded backend for `config.llm` (embedded
     mode passes the live model's, so it is not loaded twice); else one is built (blocking)."""
     live_tasks = tasks or TaskSettings()
-    model = backend if backend is not None else build_backend(config.llm)
+    model = backend if backend is not None else build_backend(config.llm, judge="reference")
     # the live judge's design counts only when the live model is its own reference (else
     # reference_design answers `auto`, and the live design may not even exist here)
     live = chosen_design(live_tasks.scoring_design, model, config.llm) if config.live else None
