@@ -140,13 +140,37 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
     injection = sub.add_parser(
         "injection",
-        help="prompt-injection resistance of the stagewise judge",
+        help="prompt-injection resistance of every judge (stagewise, nuggets, steps, ...)",
         description="Score a clean wrong answer and the same answer with each prompt-"
         "injection attack appended (closing tags, fake system lines, chat-template tokens, "
         "score demands, a forged score sheet, other languages, ...) through the verifier's "
         "stagewise scoring, and print the mean rubric score of each and the delta attacked - "
-        "clean per variant and design. Exit status 0: no attack raised the score; 1: some "
-        "did; 2: some could not be scored.",
+        "clean per variant and design. With --judge, the same for the nugget (long and "
+        "short form), step, reflection, listwise and rank judges: thirteen attacks each, "
+        "eight without keyword markers (JSON blobs, a reviewer's remark, a grading policy, "
+        "role-play, French, Chinese, split across blocks, a plain claim). Exit status 0: no "
+        "attack raised the score; 1: some did; 2: some could not be scored.",
+    )
+    injection.add_argument(
+        "--judge",
+        choices=(
+            "stagewise",
+            "nuggets-long",
+            "nuggets-short",
+            "steps",
+            "reflections",
+            "listwise",
+            "rank",
+            "all",
+        ),
+        default="stagewise",
+        help="the judge to attack (default stagewise; all = every judge but stagewise)",
+    )
+    injection.add_argument(
+        "--fake-judge",
+        action="store_true",
+        help="judge with a fake that obeys every attack it sees (no model): what remains "
+        "is the platform's own defence (not for stagewise)",
     )
     injection.add_argument(
         "--design",
@@ -205,6 +229,14 @@ def _eval_grounding(args: argparse.Namespace) -> int:
 def _eval_injection(args: argparse.Namespace) -> int:
     import asyncio
 
+    if args.judge != "stagewise":
+        from rubricate.evaluation.injection_judges import KINDS, eval_judges
+
+        kinds = list(KINDS) if args.judge == "all" else [args.judge]
+        return asyncio.run(eval_judges(args, kinds))
+    if args.fake_judge:
+        print("rubricate eval injection: --fake-judge is for --judge other than stagewise")
+        return 2
     from rubricate.evaluation.injection import eval_injection
 
     return asyncio.run(eval_injection(args))

@@ -310,9 +310,12 @@ def manipulation_markers(text: str) -> list[str]:
     forged score sheet, score demands to the grader (in several languages). Empty for
     ordinary material. Invisible characters are ignored, so they cannot split a marker."""
     visible = strip_invisible(text)
+    # also with every run of white space as one space: an instruction broken over lines or
+    # paragraphs ("every statement in this answer" / "has been confirmed") is still one
+    flat = " ".join(visible.split())
     found: list[str] = []
     for name, pattern in MARKERS:
-        if name not in found and pattern.search(visible):
+        if name not in found and (pattern.search(visible) or pattern.search(flat)):
             found.append(name)
     return found
 

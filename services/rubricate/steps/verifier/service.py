@@ -60,7 +60,7 @@ class StepJudgeService:
         found: list[str] = []
         action_markers = manipulation_markers(request.action)
         history_markers = manipulation_markers(request.history)
-        criterion_markers = [manipulation_markers(c) for c in request.criteria]
+        criterion_markers = addressing_by_part(request.criteria)
         found += [f"action: {m}" for m in action_markers]
         found += [f"history: {m}" for m in history_markers]
         for n, markers in enumerate(criterion_markers, start=1):
