@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis
 
+from rubricate.common.metrics import REDIS_COMMANDS
 from rubricate.common.rendezvous import (
     Batch,
     Entry,
@@ -20,7 +21,6 @@ from rubricate.common.rendezvous import (
     RendezvousStore,
     Scored,
 )
-from rubricate.common.metrics import REDIS_COMMANDS
 from rubricate.common.upstream import current_deadline, deadline_scope
 
 RETENTION_S = 60.0

@@ -863,7 +863,11 @@ class Rendezvous:
         GROUP_WAITERS.inc()
         try:
             async with asyncio.timeout(window_s + self.wait_s):
-                texts = [await f for f in futures]
+                await asyncio.wait(futures)
+            failed = [f.exception() for f in futures if f.exception() is not None]
+            if failed:
+                raise failed[0]  # type: ignore[misc]
+            texts = [f.result() for f in futures]
         except TimeoutError:
             raise RendezvousError(
                 f"the group was not scored within {window_s + self.wait_s:.0f}s"

@@ -289,7 +289,7 @@ class ServiceClient:
         self._client = httpx.AsyncClient(
             base_url=base_url,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
             transport=transport,
             headers=internal_headers(),
         )

@@ -9,7 +9,6 @@ from rubricate.audit.gateway import routes as audit_routes
 from rubricate.audit.gateway.service import AuditSubmitter
 from rubricate.audit.settings import AuditSettings
 from rubricate.common.app import create_service_app
-from rubricate.common.dispatch import RouteInvoker
 from rubricate.common.idempotency import (
     IdempotencyMiddleware,
     IdempotencyStore,
@@ -23,6 +22,7 @@ from rubricate.common.upstream import (
     DeadlineMiddleware,
     ServiceClient,
     Upstreams,
+    through_upstream,
 )
 from rubricate.console.routes import PREFIX as CONSOLE_PREFIX
 from rubricate.console.routes import router as console_router
@@ -37,11 +37,12 @@ from rubricate.reflections.gateway.bank_proxy import BankProxy
 from rubricate.reflections.gateway.service import ReflectionService, ReflectionSettings
 from rubricate.rewards.gateway import routes as trainer_routes
 from rubricate.rewards.gateway.assembly import build_assembler
-from rubricate.rewards.gateway.service import TrainerRewards
+from rubricate.rewards.gateway.service import RewardCapabilities, TrainerRewards
 from rubricate.stagewise.gateway.routes import router
 from rubricate.stagewise.gateway.service import StagewiseService
 from rubricate.steps.gateway.routes import router as step_router
 from rubricate.steps.gateway.service import StepSettings, StepsService
+from rubricate_client.schemas.stagewise import StagewiseScoreRequest, StagewiseScoreResponse
 
 
 def build_upstreams(
@@ -103,6 +104,18 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             reflection=ReflectionSettings(),
         )
         app.state.bank_proxy = BankProxy(upstreams.store)
+        stagewise: StagewiseService = app.state.stagewise
+
+        async def score_stagewise(
+            request: StagewiseScoreRequest, tenant: str
+        ) -> StagewiseScoreResponse:
+            return await through_upstream(stagewise.score(request, tenant=tenant))
+
+        capabilities = RewardCapabilities(  # what the kinds' public routes call
+            score_stagewise=score_stagewise,
+            verify_nuggets=app.state.nuggets.verify_batch,
+            score_steps=app.state.steps.score,
+        )
         assembler = build_assembler(
             redis_url=cfg.redis_url,
             gather_s=cfg.group_gather_s,
@@ -114,7 +127,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             app.state,
             trainer_routes.STATE_NAME,
             TrainerRewards(
-                invoker=RouteInvoker(app),
+                capabilities=capabilities,
                 default_kind=cfg.reward_kind,
                 group_concurrency=cfg.reward_group_concurrency,
                 assembler=assembler,

@@ -33,8 +33,11 @@ class GatewaySettings(BaseSettings):
     """Lease of a key whose first request is still running, renewed by its owner every
     third of it: when the owner dies (a gateway crash, a Redis restart) a retry takes the
     key over after at most this long instead of waiting the whole model timeout."""
-    max_in_flight_per_tenant: int = Field(default=64, ge=1)
-    """Requests in flight per tenant on one replica; more get 429 with Retry-After."""
+    max_in_flight_per_tenant: int = Field(default=16_384, ge=1)
+    """Admission: rollouts pending per tenant on one replica (a request counts its rollouts,
+    `/get_reward` samples or stagewise rollouts, any other request 1). Work queues up to it;
+    past it a request gets 429 with Retry-After. The default holds four steps of 256 x 16
+    samples sent one per request (`common.tenant_limits`)."""
     grpc_enabled: bool = True
     """Serve the gRPC API (rubricate.v1) next to HTTP, from the same service objects."""
     grpc_host: str = "127.0.0.1"
@@ -43,15 +46,19 @@ class GatewaySettings(BaseSettings):
     """gRPC port; 0 picks a free one."""
     reward_kind: Literal["stagewise", "nugget", "step"] = "stagewise"
     """Reward kind of `POST /get_reward` when neither the label nor the request names one."""
-    reward_group_concurrency: int = Field(default=8, ge=1)
-    """Question groups scored at once by one `/get_reward` call."""
+    reward_group_concurrency: int = Field(default=256, ge=1)
+    """Question groups scored at once by one `/get_reward` call (the judges' own adaptive
+    limits queue the work behind it; a step sent in one request has 256 groups)."""
     group_size: int | None = Field(default=None, ge=1, le=64)
     """Group assembly (docs/gateway.md): the samples of a stagewise `/get_reward` group when
     its label has no `group_size` (the trainer's samples per prompt). Unset or 1: a
     request's samples of a question are the whole group."""
-    group_gather_s: float = Field(default=30.0, gt=0, le=3600)
-    """How long an incomplete group waits for its other samples before the samples present
-    are scored as a partial group (flagged `rubricate/partial_group`)."""
+    group_gather_s: float = Field(default=600.0, gt=0, le=3600)
+    """How long a group of known size (`group_size`) waits for its last sample before the
+    samples present are scored as a partial group (flagged `rubricate/partial_group`). The
+    default fits agent rollouts that finish minutes apart (veRL's streamed loop) and stays
+    inside OpenRLHF's own deadline (5 tries of 180 s: a sample posted again after a timeout
+    waits on its first slot)."""
     group_lease_s: float = Field(default=30.0, ge=1, le=3600)
     """Lease of the replica that scores a group, renewed while it works: a group whose
     replica died is taken over by a waiting replica after at most this long."""

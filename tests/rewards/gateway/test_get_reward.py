@@ -5,12 +5,14 @@ import json
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
-from rubricate.common.dispatch import RouteInvoker
 from rubricate.common.errors import ServiceError
-from rubricate.rewards.gateway.service import TrainerRewards, stagewise_rewards
+from rubricate.rewards.gateway.service import (
+    RewardCapabilities,
+    TrainerRewards,
+    stagewise_rewards,
+)
 from rubricate_client.schemas.rewards import GetRewardRequest
 from tests.support.gateway import Running, trajectory
 
@@ -169,8 +171,13 @@ async def test_bad_batches_are_4xx_naming_the_field(running: Running) -> None:
 
 
 async def test_a_kind_the_gateway_does_not_serve_is_a_400() -> None:
+    async def never(*args: Any) -> Any:
+        raise AssertionError("no capability is reached for a kind the gateway does not serve")
+
     only_stagewise = TrainerRewards(
-        invoker=RouteInvoker(FastAPI()),
+        capabilities=RewardCapabilities(
+            score_stagewise=never, verify_nuggets=never, score_steps=never
+        ),
         default_kind="stagewise",
         kinds={"stagewise": stagewise_rewards},
     )

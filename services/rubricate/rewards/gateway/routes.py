@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from rubricate.common.tenancy import TenantDep
+from rubricate.common.tenant_limits import admit_rollouts
 from rubricate.rewards.gateway.service import TrainerRewards
 from rubricate_client.endpoints import GET_REWARD
 from rubricate_client.schemas.rewards import GetRewardRequest, GetRewardResponse
@@ -35,5 +36,5 @@ async def get_reward(
     service: TrainerRewardsDep,
     tenant: TenantDep = "default",
 ) -> GetRewardResponse:
-    request_id = getattr(request.state, "request_id", None)
-    return await service.get_reward(body, tenant=tenant, request_id=request_id)
+    admit_rollouts(request, len(body.query))  # each sample is a pending rollout (429 past budget)
+    return await service.get_reward(body, tenant=tenant)

@@ -2,8 +2,9 @@
 
 Each sample's reward kind comes from its label (`kind`), else the request's `kind`, else the
 gateway setting `reward_kind`. A kind is a handler over the samples of that kind which calls
-the kind's public endpoint in process (`RouteInvoker`), so it shares that endpoint's service
-object, validation and errors. A sample the platform could not score gets reward null with
+the capability's service object through a typed function (`RewardCapabilities`, injected by
+the gateway's assembly), the same call the kind's public route makes, so it shares that
+route's validation and errors. A sample the platform could not score gets reward null with
 `rubricate/scored` = 0 in `extra_logs` (never a 0.0 a trainer would train on; the adapters
 turn it into what each trainer can take, see docs/gateway.md, "Failures are never rewards");
 a batch that is invalid fails as a whole with the API's 4xx error shape.
@@ -24,11 +25,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rubricate.common.dispatch import RouteInvoker
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.rendezvous import Batch, Scored
-from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.rewards.gateway.assembly import GroupAssembler, GroupMember, content_key, group_id
 from rubricate_client.constants import STAGES
 from rubricate_client.errors import DomainError
@@ -81,11 +80,22 @@ class SampleResult:
     logs: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RewardCapabilities:
+    """What `/get_reward` calls: the functions behind the public routes of the kinds it
+    serves, bound to the gateway's service objects."""
+
+    score_stagewise: Callable[[StagewiseScoreRequest, str], Awaitable[StagewiseScoreResponse]]
+    """`POST /v1/stagewise/score` for a tenant."""
+    verify_nuggets: Callable[[NuggetVerifyBatchRequest], Awaitable[NuggetVerifyBatchResponse]]
+    """`POST /v1/nuggets/verify-batch`."""
+    score_steps: Callable[[ScoreRequest], Awaitable[ScoreResponse]]
+    """`POST /v1/steps/score`."""
+
+
 @dataclass
 class KindContext:
-    invoker: RouteInvoker
-    headers: dict[str, str]
-    request_id: str | None
+    capabilities: RewardCapabilities
     group_concurrency: int
     tenant: str = "default"
     assembler: GroupAssembler | None = None
@@ -271,13 +281,7 @@ async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[Samp
     if scorable:
         request = _stagewise_request(members, scorable)
         try:
-            response: StagewiseScoreResponse = await ctx.invoker.call(
-                "POST",
-                "/v1/stagewise/score",
-                body=request,
-                headers=ctx.headers,
-                request_id=ctx.request_id,
-            )
+            response = await ctx.capabilities.score_stagewise(request, ctx.tenant)
         except DomainError as exc:
             loc = tuple(int(p) if p.isdigit() else p for p in re.findall(r"\w+", exc.field or ""))
             raise DomainError(
@@ -377,13 +381,7 @@ async def nugget_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[Sa
                 f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest
             )
         raise DomainError(str(exc.errors()[0]["msg"]), field=field) from exc
-    response: NuggetVerifyBatchResponse = await ctx.invoker.call(
-        "POST",
-        "/v1/nuggets/verify-batch",
-        body=request,
-        headers=ctx.headers,
-        request_id=ctx.request_id,
-    )
+    response = await ctx.capabilities.verify_nuggets(request)
     return [SampleResult(reward=reward) for reward in response.rewards]
 
 
@@ -412,13 +410,7 @@ async def step_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[Samp
             ) from exc
         async with gate:
             try:
-                response: ScoreResponse = await ctx.invoker.call(
-                    "POST",
-                    "/v1/steps/score",
-                    body=request,
-                    headers=ctx.headers,
-                    request_id=ctx.request_id,
-                )
+                response = await ctx.capabilities.score_steps(request)
             except ServiceError as exc:
                 if exc.status_code < 500:
                     raise
@@ -448,7 +440,7 @@ class TrainerRewards:
     def __init__(
         self,
         *,
-        invoker: RouteInvoker,
+        capabilities: RewardCapabilities,
         default_kind: RewardKind,
         group_concurrency: int = 8,
         kinds: Mapping[RewardKind, KindHandler] | None = None,
@@ -457,16 +449,14 @@ class TrainerRewards:
         max_trajectory_chars: int | None = None,
     ) -> None:
         self.max_trajectory_chars = max_trajectory_chars
-        self.invoker = invoker
+        self.capabilities = capabilities
         self.default_kind = default_kind
         self.group_concurrency = group_concurrency
         self.kinds = dict(REWARD_KINDS if kinds is None else kinds)
         self.assembler = assembler
         self.group_size = group_size
 
-    async def get_reward(
-        self, body: GetRewardRequest, *, tenant: str, request_id: str | None = None
-    ) -> GetRewardResponse:
+    async def get_reward(self, body: GetRewardRequest, *, tenant: str) -> GetRewardResponse:
         n = len(body.query)
         prompts = body.prompts or [""] * n
         labels = body.labels or [None] * n
@@ -492,9 +482,7 @@ class TrainerRewards:
             by_kind.setdefault(kind, []).append(sample)
 
         ctx = KindContext(
-            invoker=self.invoker,
-            headers={TENANT_HEADER: tenant},
-            request_id=request_id,
+            capabilities=self.capabilities,
             group_concurrency=self.group_concurrency,
             tenant=tenant,
             assembler=self.assembler,

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 
 from rubricate.common.auth import request_actor
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
+from rubricate.common.tenant_limits import admit_rollouts
 from rubricate.common.upstream import through_upstream
 from rubricate.stagewise.domain.ssgrpo import (
     group_advantages,
@@ -71,8 +72,12 @@ RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
     summary="Stagewise rubric scores, SS-GRPO returns and advantages for a rollout group",
 )
 async def stagewise_score(
-    body: StagewiseScoreRequest, service: StagewiseDep, tenant: TenantDep = "default"
+    body: StagewiseScoreRequest,
+    request: Request,
+    service: StagewiseDep,
+    tenant: TenantDep = "default",
 ) -> StagewiseScoreResponse:
+    admit_rollouts(request, len(body.rollouts))
     return await through_upstream(service.score(body, tenant=tenant))
 
 
