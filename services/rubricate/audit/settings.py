@@ -34,8 +34,12 @@ class AuditSettings(BaseSettings):
     enabled: bool = True
     """Send scored groups to the audit (off: no submission at all)."""
     fraction: float = Field(default=0.05, ge=0.0, le=1.0)
-    """Share of a tenant's scored groups the reference judge re-scores, besides the first
-    group of each question (always audited). A tenant's own setting wins."""
+    """Share of a tenant's scored groups the reference judge re-scores, drawn at random. A
+    tenant's own setting wins."""
+    max_share: float = Field(default=0.1, ge=0.0, le=1.0)
+    """The most of a training step's groups the audit re-scores (the fraction, if larger,
+    wins): a question's first audited group is taken only within it, so a first epoch,
+    where every question is new, is not audited whole."""
     retention_days: int | None = Field(default=7, ge=0)
     """Days the trajectories of handed-over groups are kept for replay (0: off, kept only
     until a sampled group's audit is done; None: kept until deleted). A tenant's own

@@ -96,7 +96,9 @@ async def test_question_status_trajectories_and_replay_jobs(platform: Platform) 
     q1, q2 = f"q1-{uuid.uuid4().hex[:8]}", f"q2-{uuid.uuid4().hex[:8]}"
     first = await scored(client, q1, step=0)  # the question's first group: audited
     second = await scored(client, q1, step=1)  # not sampled
-    third = await scored(client, q2, step=0)
+    # its own step: within step 0 a second question's first group is over the audit's
+    # share (at most max(max_share, fraction) of a step's groups, at least one)
+    third = await scored(client, q2, step=2)
     audited = await settled(client, first)
     assert audited["status"] == "done", audited
     assert (await settled(client, second))["status"] == "skipped"

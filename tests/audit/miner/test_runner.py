@@ -10,11 +10,13 @@ from sqlalchemy import Engine, select
 
 from rubricate.audit.miner.models import AuditGroupRow
 from rubricate.audit.miner.repository import AuditRepository
-from rubricate.audit.miner.runner import AuditRuntime, run_audit
+from rubricate.audit.miner.runner import AuditRuntime, judge_group, run_audit
 from rubricate.audit.miner.schemas import AuditSubmission
 from rubricate.audit.miner.service import AuditService, CeleryAuditQueue
 from rubricate.audit.settings import AuditSettings
 from rubricate.db.base import utcnow
+from rubricate.llm.limiter import current_lane
+from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
 from rubricate.stagewise.verifier.service import VerifierService
 from rubricate_client.schemas.audit import AuditSignals, AuditTenantSettings
 from tests.audit.planted import ADDRESSING, PHRASE, QUALITY, judge, policy_texts, scored_group
@@ -77,6 +79,30 @@ async def test_the_first_group_of_a_question_is_audited_and_a_retry_is_not_queue
     assert (await service.submit(second, tenant=f"{tenant}-b")).status == "pending"
     skipped = service.repo.get(tenant, second.scoring_id)
     assert skipped is not None and skipped.reason is None and skipped.status == "skipped"
+
+
+async def test_a_first_epoch_is_audited_within_the_share_and_later_epochs_fill_in(
+    pg_engine: Engine, tenant: str
+) -> None:
+    """Every question new (a first epoch): the audit takes at most its share of each step's
+    groups, not every question's first; the questions it left are audited on their next
+    appearance, while the share allows."""
+    service, queued = service_for(pg_engine, fraction=0.0, max_share=0.25)
+    live = judge(gamed=False)
+    questions = [f"q{i}" for i in range(8)]
+    first_epoch = [await group(live, step=0, question_id=q) for q in questions]
+    statuses = [(await service.submit(g, tenant=tenant)).status for g in first_epoch]
+    # 8 groups at a share of 0.25: 2 audited, the step's first and the eighth (2 of 8)
+    assert statuses == ["pending"] + ["skipped"] * 6 + ["pending"]
+    assert len(queued.queued) == 2
+    # the next epoch, another step: q0 and q7 are not firsts any more; q1 is, and is the
+    # step's first audit; the share then holds the others back
+    second_epoch = [await group(live, step=1, question_id=q) for q in questions]
+    again = [(await service.submit(g, tenant=tenant)).status for g in second_epoch]
+    assert again == ["skipped", "pending"] + ["skipped"] * 6
+    record = service.repo.get(tenant, second_epoch[1].scoring_id)
+    assert record is not None and record.reason == "first"
+    assert len(queued.queued) == 3
 
 
 async def test_a_tenant_fraction_of_one_audits_every_group(pg_engine: Engine, tenant: str) -> None:
@@ -227,3 +253,24 @@ async def test_retention_off_keeps_no_trajectory_past_the_audit(
             )
         ).scalar_one()
     assert row is None
+
+
+class LaneRecordingJudge:
+    """A FAKE reference judge: the planted one, noting the limiter lane of every call."""
+
+    def __init__(self, inner: VerifierService) -> None:
+        self.inner = inner
+        self.lanes: list[str] = []
+
+    async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
+        self.lanes.append(current_lane())
+        return await self.inner.stage_scores(request)
+
+
+async def test_the_reference_judges_calls_go_in_the_background_lane() -> None:
+    submission = await group(judge(gamed=False), step=0)
+    recording = LaneRecordingJudge(judge(gamed=False))
+    judged = await judge_group(recording, submission, concurrency=2)
+    assert judged and recording.lanes
+    assert set(recording.lanes) == {"background"}
+    assert current_lane() == "live"  # the caller's own calls stay live

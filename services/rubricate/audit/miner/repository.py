@@ -1,8 +1,11 @@
 """Audited groups and tenants' audit settings in the database (blocking; call from a thread).
 
 A submission is idempotent on (tenant, scoring id): a retried one gets the first answer. The
-sampling decision is made here, in the submission's transaction: a question's first group is
-the one submitted when the tenant has no row for it yet."""
+sampling decision is made here, in the submission's transaction (`audit.domain.sampling`):
+whether the tenant has an audited group of the question yet, and how many of the step's
+groups were seen and audited so far (one index range, `ix_audit_groups_step`). Submissions
+of one step decided at the same moment may each see the share not yet reached: the share
+can be passed by as many groups as are submitted at once."""
 
 import uuid
 from collections.abc import Sequence
@@ -144,6 +147,7 @@ class AuditRepository:
         summary: dict[str, Any],
         default_fraction: float,
         default_retention_days: int | None,
+        max_share: float = 1.0,
     ) -> tuple[str, bool]:
         """Record a scored group; (its status, whether this call created it). `pending`
         when the reference judge is to re-score it, else `skipped`."""
@@ -158,19 +162,33 @@ class AuditRepository:
                 retention = default_retention_days
                 if own is not None and own.retention_days is not None:
                     retention = own.retention_days
-                seen = session.execute(
+                question_audited = session.execute(
                     select(
                         exists().where(
                             AuditGroupRow.tenant == tenant,
                             AuditGroupRow.question_id == submission.question_id,
+                            AuditGroupRow.reason.is_not(None),
                         )
                     )
                 ).scalar_one()
+                step = (
+                    AuditGroupRow.step.is_(None)
+                    if submission.step is None
+                    else AuditGroupRow.step == submission.step
+                )
+                seen, audited = session.execute(
+                    select(func.count(), func.count(AuditGroupRow.reason)).where(
+                        AuditGroupRow.tenant == tenant, step
+                    )
+                ).one()
                 reason = audit_reason(
                     tenant=tenant,
                     scoring_id=submission.scoring_id,
                     fraction=fraction,
-                    first_of_question=not seen,
+                    question_audited=question_audited,
+                    seen=seen,
+                    audited=audited,
+                    max_share=max_share,
                 )
                 # kept: what the reference judge needs, and what replay may re-score while
                 # the retention lasts; with retention off only until the audit is done

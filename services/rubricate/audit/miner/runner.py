@@ -5,7 +5,11 @@ The reference judge scores, for each rollout, exactly the rubrics the live judge
 it (an answer-only fallback's answer rubrics; nothing for an unscored rollout). A stage is
 compared only where the live judge scored it itself: stages a rollout lacks and stages an
 answer-only fallback broadcast to are left out. A reference judge that fails on any rollout
-fails the audit (`failed`, with the error), never counted as agreement."""
+fails the audit (`failed`, with the error), never counted as agreement.
+
+The reference judge's calls go in the background lane of its backend's call limiter
+(`llm.limiter.background_work`): where it is the live model (embedded mode) they start only
+when no live call waits, and hold at most `RUBRICATE_LLM_BACKGROUND_SHARE` of the limit."""
 
 import asyncio
 import logging
@@ -18,6 +22,7 @@ from rubricate.audit.domain.agreement import GroupComparison, compare_group
 from rubricate.audit.miner.repository import AuditRepository
 from rubricate.audit.miner.schemas import AuditRollout, AuditSubmission
 from rubricate.common.metrics import AUDIT_AGREEMENT, AUDIT_GROUPS, AUDIT_RANK_TAU
+from rubricate.llm.limiter import background_work
 from rubricate.stagewise.domain.scoring import stage_score
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
 from rubricate_client.constants import STAGES
@@ -138,7 +143,8 @@ async def judge_group(
         )
         async with gate:
             try:
-                out = await judge.stage_scores(request)
+                with background_work():  # live scoring on a shared model goes first
+                    out = await judge.stage_scores(request)
             except Exception as exc:  # any failure of the judge fails the audit, never agrees
                 raise ReferenceFailed(
                     f"the judge failed on rollout {rollout.id!r}: {type(exc).__name__}: {exc}"

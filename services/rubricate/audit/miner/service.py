@@ -321,6 +321,7 @@ class AuditService:
             submission,
             summary=summary,
             default_fraction=self.settings.fraction,
+            max_share=self.settings.max_share,
             default_retention_days=self.settings.retention_days,
         )
         if created:
