@@ -566,3 +566,24 @@ async def test_429s_do_not_open_the_circuit_and_5xx_do() -> None:
             await call(backend)
     assert backend.state == "open"
     await backend.aclose()
+
+
+async def test_the_gauges_show_the_limit_the_calls_in_flight_and_the_queues() -> None:
+    def gauge(name: str, **labels: str) -> float | None:
+        return REGISTRY.get_sample_value(name, {"backend": "gauged", "judge": "live", **labels})
+
+    limiter = JudgeLimiter(fixed(2), backend="gauged")
+    calls = Calls(limiter)
+    for i in range(3):
+        calls.start(f"c{i}")
+    calls.start("bg", background=True)
+    await settle()
+    assert gauge("rubricate_llm_concurrency_limit") == 2
+    assert gauge("rubricate_llm_in_flight") == 2
+    assert gauge("rubricate_llm_queued", lane="live") == 1
+    assert gauge("rubricate_llm_queued", lane="background") == 1
+    for name in ["c0", "c1", "c2", "bg"]:
+        await calls.finish(name)
+    assert gauge("rubricate_llm_in_flight") == 0
+    assert gauge("rubricate_llm_queued", lane="live") == 0
+    assert gauge("rubricate_llm_queued", lane="background") == 0

@@ -189,6 +189,12 @@ class JudgeLimiter:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._deferred = False
+        self._gauges = (
+            LLM_JUDGE_LIMIT.labels(backend, judge),
+            LLM_JUDGE_IN_FLIGHT.labels(backend, judge),
+            LLM_JUDGE_QUEUED.labels(backend, judge, "live"),
+            LLM_JUDGE_QUEUED.labels(backend, judge, "background"),
+        )
         self._publish()
 
     @classmethod
@@ -230,12 +236,10 @@ class JudgeLimiter:
         return len(q.held) + len(q.live) + len(q.background)
 
     def _publish(self) -> None:
-        LLM_JUDGE_LIMIT.labels(self.backend, self.judge).set(self.limit)
-        LLM_JUDGE_IN_FLIGHT.labels(self.backend, self.judge).set(self.in_flight)
-        LLM_JUDGE_QUEUED.labels(self.backend, self.judge, "live").set(self.queued("live"))
-        LLM_JUDGE_QUEUED.labels(self.backend, self.judge, "background").set(
-            self.queued("background")
-        )
+        self._gauges[0].set(self.limit)
+        self._gauges[1].set(self.in_flight)
+        self._gauges[2].set(self.queued("live"))
+        self._gauges[3].set(self.queued("background"))
 
     # --- one call -----------------------------------------------------------------------
 
