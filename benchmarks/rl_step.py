@@ -18,16 +18,18 @@ trajectories; `/get_reward` labels carry `question`, `group_size` and `step`) in
   `--verl-window` seconds), the SDK's label (`group_key` = the prompt's uid), Idempotency-Key
   and retry policy (3 retries, Retry-After honoured);
 - `trl`: `--trl-ranks` requests, each rank's contiguous slice of the step, at once;
-- `group`: one request per group (its 16 samples), all at once; its rewards are the reference;
+- `group`: one request per group (its 16 samples), all at once;
 - `replicas`: as `openrlhf`, through the balancer in front of two gateway replicas, so every
   group is split across both.
 
 Per run it prints the wall time; the judge-bound floor (the simulator's own time for the same
 work: the larger of the work's slot-seconds over the fleet's slots and the critical path, one
 rubric generation then one scoring call, after the last arrival for `verl`); errors by final
-status; partial groups (`rubricate/partial_group`); whether every reward equals what the same
-group gets in one request (the `group` pattern's rewards, or a reference pass of it in a
-tenant of its own); judge utilisation (slot-seconds over slots x wall); CPU milliseconds per
+status; partial groups (`rubricate/partial_group`); whether every reward equals what the
+same group gets in one request (the reference: the `group` run's groups that were answered
+whole, the others sent again one request each, `--ref-concurrency` at a time, in a tenant of
+their own; the simulator's rubrics depend on the group's trajectories, so a partial group's
+rewards differ); judge utilisation (slot-seconds over slots x wall); CPU milliseconds per
 rollout of every process (from /proc; postgres: the backends of the benchmark's database);
 Redis commands per sample (INFO commandstats, the benchmark's own INFO calls excluded); the
 gateway's event-loop lag p99 (`rubricate_event_loop_lag_seconds` from `/metrics`); and peak
@@ -732,6 +734,21 @@ class RunResult:
     platform_cpu_ms: float
     peak_rss_mib: dict[str, float]
     rewards: dict[str, float | None] = field(default_factory=dict, repr=False)
+    clean: dict[str, float] = field(default_factory=dict, repr=False)
+    """Rewards of the groups answered whole: every sample scored, none partial."""
+    rewards_unchecked: int = 0
+    """Answered samples whose group has no clean reference."""
+
+    def compare(self, reference: dict[str, float]) -> None:
+        self.rewards_equal = self.rewards_differ = self.rewards_unchecked = 0
+        for k, v in self.rewards.items():
+            ref = reference.get(k)
+            if ref is None:
+                self.rewards_unchecked += 1
+            elif v is not None and abs(v - ref) <= 1e-9:
+                self.rewards_equal += 1
+            else:
+                self.rewards_differ += 1
 
 
 async def measure(
@@ -740,7 +757,6 @@ async def measure(
     tenant: str,
     samples: list[Sample],
     args: argparse.Namespace,
-    reference: dict[str, float | None] | None,
 ) -> RunResult:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(limits=limits, timeout=900) as client:
@@ -777,20 +793,23 @@ async def measure(
     partial = {k[0] for k, o in tally.outcomes.items() if o.status == "200" and o.partial}
     partial_samples = sum(1 for o in tally.outcomes.values() if o.status == "200" and o.partial)
     rewards = {f"{g}/{i}": o.reward for (g, i), o in tally.outcomes.items() if o.status == "200"}
-    equal = differ = None
-    if reference is not None:
-        equal = differ = 0
-        for k, v in rewards.items():
-            ref = reference.get(k)
-            if v is not None and ref is not None and abs(v - ref) <= 1e-9:
-                equal += 1
-            else:
-                differ += 1
     lag = {
         name: histogram_quantile(before.lag[name], after.lag.get(name, {}), 0.99) * 1000
         for name in before.lag
     }
+    by_group: dict[int, list[tuple[int, Outcome]]] = {}
+    for (g, i), o in tally.outcomes.items():
+        by_group.setdefault(g, []).append((i, o))
+    clean: dict[str, float] = {}
+    for g, members in by_group.items():
+        whole = all(
+            o.status == "200" and not o.partial and o.scored_size == len(members)
+            for _, o in members
+        )
+        if whole:
+            clean |= {f"{g}/{i}": o.reward for i, o in members if o.reward is not None}
     return RunResult(
+        clean=clean,
         size=n,
         pattern=pattern,
         tenant=tenant,
@@ -804,8 +823,8 @@ async def measure(
         partial_groups=len(partial),
         partial_samples=partial_samples,
         groups=n // args.group_size,
-        rewards_equal=equal,
-        rewards_differ=differ,
+        rewards_equal=None,
+        rewards_differ=None,
         reward_missing=sum(1 for v in rewards.values() if v is None),
         judge_util=sim["slot_s"] / (slots * wall) if wall else 0.0,
         judge_busy=sim["busy_wall_s"] / wall if wall else 0.0,
@@ -842,11 +861,12 @@ def report(r: RunResult) -> None:
         f"({r.partial_samples} answered samples flagged rubricate/partial_group)"
     )
     if r.rewards_equal is None:
-        print("rewards vs one request   (this run is the reference)")
+        print("rewards vs one request   not checked")
     else:
         print(
             f"rewards vs one request   {r.rewards_equal:8d} equal, {r.rewards_differ} differ "
-            f"(of {r.ok} answered; {r.reward_missing} null)"
+            f"(of {r.ok} answered; {r.reward_missing} null; {r.rewards_unchecked} without a "
+            "reference)"
         )
     print(
         f"judge utilisation        {r.judge_util * 100:8.1f} % of slots x wall   "
@@ -869,7 +889,7 @@ def table(results: list[RunResult]) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         errors = ", ".join(f"{v}× {k}" for k, v in sorted(r.errors.items())) or "0"
-        equal = "ref" if r.rewards_equal is None else f"{r.rewards_equal}/{r.ok}"
+        equal = "–" if r.rewards_equal is None else f"{r.rewards_equal}/{r.ok}"
         lag = max((v for v in r.lag_p99_ms.values() if v == v), default=float("nan"))
         gw = sum(v for k, v in r.cpu_ms_per_rollout.items() if k.startswith("gateway"))
         rss = max(v for k, v in r.peak_rss_mib.items() if k.startswith("gateway"))
@@ -879,6 +899,48 @@ def table(results: list[RunResult]) -> None:
             f"{r.redis_per_sample:.0f} | {lag:.0f} | {r.platform_cpu_ms:.0f} ({gw:.0f}) | "
             f"{rss:.0f} |"
         )
+
+
+async def reference_pass(
+    plat: Platform,
+    tenant: str,
+    samples: list[Sample],
+    args: argparse.Namespace,
+    known: dict[str, float],
+) -> dict[str, float]:
+    """What each group gets in one request: `known` (the groups the `group` run answered
+    whole), and the other groups sent again, one request each, `--ref-concurrency` at a
+    time, in a tenant of their own (not timed). A group still not answered whole has no
+    reference."""
+    missing = sorted({s.group for s in samples if f"{s.group}/{s.index}" not in known})
+    if not missing:
+        return known
+    print(
+        f"\n(reference pass: {len(missing)} groups, one request each, "
+        f"{args.ref_concurrency} at a time, not timed)",
+        flush=True,
+    )
+    members = [s for s in samples if s.group in set(missing)]
+    tally = Tally(outcomes={(s.group, s.index): Outcome() for s in members})
+    gate = asyncio.Semaphore(args.ref_concurrency)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+
+    async def one(group: list[Sample]) -> None:
+        async with gate:
+            labels = [label(s, group_size=args.group_size, step=0) for s in group]
+            await sdk_post(client, url, group, labels, plat.keys[tenant], tally, with_prompt=True)
+
+    url = f"{plat.gateway_url}/get_reward"
+    async with httpx.AsyncClient(limits=limits, timeout=900) as client:
+        await asyncio.gather(*(one([s for s in members if s.group == g]) for g in missing))
+    out = dict(known)
+    for g in missing:
+        got = [(i, o) for (gg, i), o in tally.outcomes.items() if gg == g]
+        if all(o.status == "200" and not o.partial and o.reward is not None for _, o in got):
+            out |= {f"{g}/{i}": float(o.reward) for i, o in got if o.reward is not None}
+    if len(out) < len(samples):
+        print(f"(reference pass: {len(samples) - len(out)} samples still without a reference)")
+    return out
 
 
 def source_description(source: str | None) -> str:
@@ -916,21 +978,21 @@ async def main(args: argparse.Namespace) -> list[RunResult]:
         )
         for size in args.sizes:
             samples = make_step(size, args.group_size, args.trajectory_chars)
-            reference: dict[str, float | None] | None = None
+            reference: dict[str, float] | None = None
             patterns = list(args.patterns)
-            if "group" in patterns:  # the reference goes first
+            if "group" in patterns:  # the reference's source goes first
                 patterns.remove("group")
                 patterns.insert(0, "group")
             elif args.check_rewards:
-                print(f"\n(reference pass: {size} rollouts, one request per group, not timed)")
-                ref = await measure("group", plat, f"rl-{size}-ref", samples, args, None)
-                reference = ref.rewards
+                reference = await reference_pass(plat, f"rl-{size}-ref", samples, args, {})
             for pattern in patterns:
-                result = await measure(
-                    pattern, plat, f"rl-{size}-{pattern}", samples, args, reference
-                )
-                if pattern == "group":
-                    reference = result.rewards
+                result = await measure(pattern, plat, f"rl-{size}-{pattern}", samples, args)
+                if pattern == "group" and args.check_rewards:
+                    reference = await reference_pass(
+                        plat, f"rl-{size}-ref", samples, args, result.clean
+                    )
+                if reference is not None:
+                    result.compare(reference)
                 report(result)
                 results.append(result)
                 dead = [p.name for p in plat.procs.values() if not p.alive()]
@@ -987,6 +1049,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="run the services from this checkout (its services/ and clients/python/ first on "
         "PYTHONPATH), e.g. a git worktree of the code before a change",
+    )
+    parser.add_argument(
+        "--ref-concurrency", type=int, default=4, help="groups in flight in the reference pass"
     )
     parser.add_argument("--keep-logs", action="store_true")
     parser.add_argument("--json", default=None, help="write the results here")
