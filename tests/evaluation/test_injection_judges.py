@@ -140,3 +140,23 @@ def test_report_and_exit_status() -> None:
     assert ij.exit_code(ij.summarize([run], attacks, extra={})) == 1
     with pytest.raises(ValueError, match="unknown attacks"):
         ij.select(["nope"], limit=None)
+
+
+@pytest.mark.parametrize("kind", ["nuggets-long", "nuggets-short"])
+async def test_each_nugget_layer_on_its_own(kind: ij.JudgeKind) -> None:
+    """With the attacks shown to the obeying judge and no grounding, every attack lifts the
+    reward (the control); grounding alone, with the attacks still shown, stops every one."""
+    tells = tells_of(ij.all_parts([kind], ij.ATTACKS))
+    bare = await ij.run_kind(
+        kind, ObeyingJudge(tells).backend(), LLM, ij.ATTACKS, progress=False, defence="none"
+    )
+    raised = ij.summarize([bare], ij.ATTACKS, extra={})["kinds"][kind]["raised"]
+    assert sorted(raised) == sorted(a.name for a in ij.ATTACKS)
+    judge = ObeyingJudge(tells)
+    grounded = await ij.run_kind(
+        kind, judge.backend(), LLM, ij.ATTACKS, progress=False, defence="grounding-only"
+    )
+    result = ij.summarize([grounded], ij.ATTACKS, extra={})["kinds"][kind]
+    assert result["raised"] == [] and result["failed"] == []
+    assert len(judge.obeyed) >= len(ij.ATTACKS)  # every attack reached the judge and was obeyed
+    assert result["flagged"] == len(ij.ATTACKS)  # and is still reported

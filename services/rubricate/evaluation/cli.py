@@ -167,6 +167,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="the judge to attack (default stagewise; all = every judge but stagewise)",
     )
     injection.add_argument(
+        "--defence",
+        choices=("full", "grounding-only", "none"),
+        default="full",
+        help="nugget judges only, to measure each layer: full (as served), grounding-only "
+        "(text addressing the judge is shown to it), none (shown, and no grounding check)",
+    )
+    injection.add_argument(
         "--fake-judge",
         action="store_true",
         help="judge with a fake that obeys every attack it sees (no model): what remains "

@@ -169,8 +169,13 @@ class NuggetLabelService:
         backend: LLMBackend,
         llm: LLMSettings,
         settings: NuggetTaskSettings | None = None,
+        withhold: bool = True,
     ) -> None:
+        """`withhold=False` shows the judge blocks that address it (still flagged): only
+        for measuring what the model and the grounding check do on their own
+        (`rubricate eval injection --defence`); the served verifier always withholds."""
         self.backend = backend
+        self.withhold = withhold
         self.llm = llm
         self.settings = settings or NuggetTaskSettings()
         self.gate = RequestGate(llm, backend.name)
@@ -223,7 +228,7 @@ class NuggetLabelService:
         size = 1 if self.design == "choices" else request.batch_size or self.default_batch_size()
         batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]
         addressing = addressing_by_part(request.blocks)
-        judged = [b for b in range(len(request.blocks)) if not addressing[b]]
+        judged = [b for b in range(len(request.blocks)) if not (self.withhold and addressing[b])]
         jobs = [(b, k, batch) for b in judged for k, batch in batches]
         usage = Usage()
         gate = asyncio.Semaphore(1 if self.gate.passes_back_to_back else self.settings.concurrency)
@@ -255,7 +260,7 @@ class NuggetLabelService:
         for b in range(len(request.blocks)):
             labels: list[Label] = []
             probs: list[dict[Label, float] | None] = []
-            if addressing[b]:
+            if addressing[b] and self.withhold:
                 labels = ["not_support"] * len(nuggets)
                 probs = [dict(withheld) for _ in nuggets]
             for (jb, _, _), call in zip(jobs, results, strict=True):
