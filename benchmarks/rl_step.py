@@ -5,7 +5,8 @@ commands can be counted), a fresh PostgreSQL database on 127.0.0.1:5432 (trust a
 afterwards), the judge simulator (`benchmarks/judge_sim.py`: a vLLM fleet with continuous
 batching and per-token cost, deterministic answers), and `rubricate serve` store, verifier,
 rubric-generator and gateway (the backend `openai` pointed at the simulator, API keys, the
-rendezvous in Redis, the audit off unless `--miner`), plus a second gateway and a round-robin
+rendezvous in Redis, the audit off unless `--miner`, which adds the miner and one Celery
+worker), plus a second gateway and a round-robin
 TCP balancer (`benchmarks/rl_balancer.py`) for the `replicas` pattern. Then sends steps of
 `--sizes` rollouts (prompts x `--group-size` samples of Plan/Research/Review/Answer
 trajectories; `/get_reward` labels carry `question`, `group_size` and `step`) in each of
@@ -67,7 +68,7 @@ import httpx
 HERE = Path(__file__).resolve().parent
 PATTERNS = ("group", "openrlhf", "verl", "trl", "replicas")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-PLATFORM = ("gateway", "gateway-2", "store", "verifier", "rubric-generator", "miner")
+PLATFORM = ("gateway", "gateway-2", "store", "verifier", "rubric-generator", "miner", "worker")
 """The Rubricate processes (platform CPU); the others are Redis, PostgreSQL, the simulator,
 the balancer and the benchmark's own client."""
 
@@ -415,6 +416,19 @@ async def platform(args: argparse.Namespace, tenants: list[str]) -> AsyncIterato
                 logs,
                 f"http://127.0.0.1:{port}",
             )
+        if args.miner:  # the audit's Celery worker (threads: one process to measure)
+            worker_env = {
+                **env,
+                "RUBRICATE_WORKER_METRICS_PORT": "0",
+                "RUBRICATE_MINER_QDRANT_PATH": str(work / "worker-qdrant"),
+            }
+            procs["worker"] = start(
+                "worker",
+                [rubricate, "worker", "--pool", "threads", "--concurrency", "4"],
+                worker_env,
+                logs,
+                None,
+            )
         balancer_url = None
         if "replicas" in args.patterns:
             upstreams = f"127.0.0.1:{ports['gateway']},127.0.0.1:{ports['gateway-2']}"
@@ -728,6 +742,8 @@ class RunResult:
     judge_busy: float
     judge_requests: dict[str, int]
     judge_rejected: int
+    judge_after: int
+    """Judge calls after the last answer (background work: the audit)."""
     redis_per_sample: float
     lag_p99_ms: dict[str, float]
     cpu_ms_per_rollout: dict[str, float]
@@ -749,6 +765,22 @@ class RunResult:
                 self.rewards_equal += 1
             else:
                 self.rewards_differ += 1
+
+
+async def settle(client: httpx.AsyncClient, plat: Platform, seen: int, quiet_s: float) -> int:
+    """Wait until the judge has been idle for `quiet_s` (background work after the answers,
+    e.g. the audit, finishes before the next run); the judge calls made meanwhile."""
+    if quiet_s <= 0:
+        return 0
+    requests, quiet_since, deadline = seen, time.monotonic(), time.monotonic() + 300
+    while time.monotonic() < deadline:
+        stats = (await client.get(f"{plat.sim_url}/sim/stats")).json()
+        if stats["requests"] != requests or stats["in_service"]:
+            requests, quiet_since = stats["requests"], time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            break
+        await asyncio.sleep(0.25)
+    return int(requests - seen)
 
 
 async def measure(
@@ -778,6 +810,7 @@ async def measure(
         wall = time.monotonic() - started
         after = await snapshot(plat, client)
         sim = (await client.get(f"{plat.sim_url}/sim/stats")).json()
+        trailing = await settle(client, plat, sim["requests"], args.settle_s)
     n = len(samples)
     kinds = sim["kinds"]
     slots = plat.fleet * plat.max_batch
@@ -830,6 +863,7 @@ async def measure(
         judge_busy=sim["busy_wall_s"] / wall if wall else 0.0,
         judge_requests={k: v["requests"] for k, v in kinds.items()},
         judge_rejected=sim["rejected"],
+        judge_after=trailing,
         redis_per_sample=(after.redis_commands - before.redis_commands) / n,
         lag_p99_ms=lag,
         cpu_ms_per_rollout=cpu,
@@ -872,7 +906,10 @@ def report(r: RunResult) -> None:
         f"judge utilisation        {r.judge_util * 100:8.1f} % of slots x wall   "
         f"(some call in service {r.judge_busy * 100:.0f} % of the wall)"
     )
-    print(f"judge calls              {r.judge_requests}   429s: {r.judge_rejected}")
+    print(
+        f"judge calls              {r.judge_requests}   429s: {r.judge_rejected}   "
+        f"after the last answer: {r.judge_after}"
+    )
     print(f"Redis commands / sample  {r.redis_per_sample:8.1f}")
     print(f"gateway loop lag p99     {fmt(r.lag_p99_ms, ' ms')}")
     print(f"CPU ms / rollout         {fmt(r.cpu_ms_per_rollout)}")
@@ -1033,11 +1070,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prefill-ms", type=float, default=0.05)
     parser.add_argument("--decode-ms", type=float, default=5.0)
     parser.add_argument("--sim-max-queue", type=int, default=None, help="429 beyond this queue")
-    parser.add_argument("--miner", action="store_true", help="start the miner, audit on")
+    parser.add_argument(
+        "--miner", action="store_true", help="start the miner and a worker, the audit on"
+    )
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for every service")
     parser.add_argument("--run-timeout", type=float, default=1200.0)
     parser.add_argument("--start-timeout", type=float, default=180.0)
-    parser.add_argument("--pause", type=float, default=2.0, help="s between runs")
+    parser.add_argument("--pause", type=float, default=1.0, help="s between runs")
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=None,
+        help="after a run, wait until the judge has been idle this long (default 2 s, 10 s "
+        "with --miner, whose audit runs after the answers; 0: do not wait)",
+    )
     parser.add_argument(
         "--no-check-rewards",
         dest="check_rewards",
@@ -1056,6 +1102,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-logs", action="store_true")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
+    if args.settle_s is None:
+        args.settle_s = 10.0 if args.miner else 2.0
     if args.source:
         args.source = str(Path(args.source).resolve())
     unknown = set(args.patterns) - set(PATTERNS)
