@@ -109,6 +109,8 @@ $(TRAINER_VENVS)/trl/.installed: $(TRAINER_VENVS)/trl/.venv-base
 
 $(TRAINER_VENVS)/verl/.installed: $(TRAINER_VENVS)/verl/.venv-base
 	$(@D)/bin/python -m pip install --quiet 'verl==0.9.1'
+	# what veRL's agent loop (the streamed reward path) imports, from its verl-core extra
+	$(@D)/bin/python -m pip install --quiet cachetools fastapi uvicorn 'TransferQueue>=0.1.10'
 	@touch $@
 
 $(TRAINER_VENVS)/openrlhf/.installed: $(TRAINER_VENVS)/openrlhf/.venv-base

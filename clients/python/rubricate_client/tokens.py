@@ -93,3 +93,23 @@ def offsets_of(
         return [(int(a), int(b)) for a, b in encoding.offsets]
     encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=add_special_tokens)
     return [(int(a), int(b)) for a, b in encoded["offset_mapping"]]
+
+
+def response_offsets(tokenizer: Any, ids: Sequence[int], text: str) -> list[tuple[int, int]]:
+    """Character offsets in `text` (the decoded `ids`) of each of the token ids a trainer
+    generated: the tokenizer's offset mapping when re-encoding the text gives the same ids,
+    else the lengths of the decoded prefixes (exact for any tokenizer, slower)."""
+    ids = [int(i) for i in ids]
+    try:
+        encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+        if [int(i) for i in encoded["input_ids"]] == ids:
+            return [(int(a), int(b)) for a, b in encoded["offset_mapping"]]
+    except (NotImplementedError, TypeError, ValueError, KeyError):
+        pass
+    offsets = []
+    previous = 0
+    for i in range(len(ids)):
+        end = max(previous, len(tokenizer.decode(ids[: i + 1], skip_special_tokens=True)))
+        offsets.append((previous, end))
+        previous = end
+    return offsets

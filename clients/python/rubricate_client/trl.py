@@ -17,11 +17,16 @@ the processes; each process sends its part, and the gateway gathers the parts in
 
 Logging: per-stage scores (`rubricate/R_<stage>`, the mean over scored samples), the scored,
 fallback and partial-group fractions and the mean group size through `log_metric`, and the
-per-sample values as completion table columns through `log_extra`. TRL computes one advantage
-per completion from the scalar reward, so there is no per-stage token credit with TRL's
-reward-function API.
+per-sample values as completion table columns through `log_extra`.
+
+Stage credit: `GRPOTrainer` computes one advantage per completion from the scalar reward, so
+with TRL's own trainer the policy trains on R_answer (plain GRPO). `StagewiseGRPOTrainer`
+(imported from here, defined in `rubricate_client.trl_stagewise`; it needs TRL) is a
+`GRPOTrainer` whose loss gets per-token SS-GRPO advantages: each stage's tokens get that
+stage's advantage A_k (see `rubricate_client.stagecredit`).
 """
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +44,8 @@ from rubricate_client.trainers import (
     sync_client,
     with_group,
 )
+
+logger = logging.getLogger(__name__)
 
 BATCH_MEANS = ("scored", "fallback", "partial_group", "group_size")
 """Logged as the mean over the whole batch; the scores, over the scored samples."""
@@ -137,6 +144,32 @@ def log_response(
             log_extra(f"rubricate/{key}", [0.0] * n if values is None else list(values))
 
 
+_announced: set[int] = set()
+
+
+def announce_plain(reward: "RubricateReward | AsyncRubricateReward") -> None:
+    """The start-up line of a reward function in TRL's own `GRPOTrainer`, once: no stage
+    credit there (`StagewiseGRPOTrainer` announces its own path and sets `credit_path`)."""
+    if reward.credit_path is None and id(reward) not in _announced:
+        _announced.add(id(reward))
+        logger.warning(
+            "rubricate stage credit: none (TRL GRPOTrainer with %s): one advantage per "
+            "completion, GRPO on R_answer; use rubricate_client.trl.StagewiseGRPOTrainer for "
+            "SS-GRPO per-token stage credit",
+            reward.__name__,
+        )
+
+
+def __getattr__(name: str) -> Any:
+    """`StagewiseGRPOTrainer` is imported on first use: it needs TRL (the reward functions
+    above do not)."""
+    if name == "StagewiseGRPOTrainer":
+        from rubricate_client.trl_stagewise import StagewiseGRPOTrainer
+
+        return StagewiseGRPOTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 class RubricateReward:
     """A synchronous TRL reward function (`__name__` names it in TRL's logs)."""
 
@@ -163,6 +196,11 @@ class RubricateReward:
         self.label_column = label_column
         self._client = client
         self.__name__ = f"rubricate_{self.settings.kind or 'reward'}"
+        self.last_response: GetRewardResponse | None = None
+        """The platform's answer for the last call's completions (in their order), which
+        `StagewiseGRPOTrainer` reads for the stage scores."""
+        self.credit_path: str | None = None
+        """Set by `StagewiseGRPOTrainer`; None: TRL's own trainer (R_answer only)."""
 
     def __call__(
         self,
@@ -182,8 +220,10 @@ class RubricateReward:
             group_size=self.settings.group_size,
             step=step_of(trainer_state),
         )
+        announce_plain(self)
         client = self._client or sync_client(self.settings)
         response = client.get_reward(request)
+        self.last_response = response
         log_response(response, log_metric, log_extra)
         return rewards_or_none(response)
 
@@ -214,6 +254,8 @@ class AsyncRubricateReward:
         self.label_column = label_column
         self._client = client
         self.__name__ = f"rubricate_{self.settings.kind or 'reward'}"
+        self.last_response: GetRewardResponse | None = None
+        self.credit_path: str | None = None
 
     async def __call__(
         self,
@@ -233,7 +275,9 @@ class AsyncRubricateReward:
             group_size=self.settings.group_size,
             step=step_of(trainer_state),
         )
+        announce_plain(self)
         client = self._client or async_client(self.settings)
         response = await client.get_reward(request)
+        self.last_response = response
         log_response(response, log_metric, log_extra)
         return rewards_or_none(response)

@@ -46,7 +46,25 @@ WORDS = [
     "h",
     "[[excellent]]",
     "[[poor]]",
+    "[[fail-stagewise]]",
+    "[[fail-all]]",
 ]
+
+
+def trajectory(marker: str, quality: str = "", *, review: bool = True) -> str:
+    """A Plan/Research/Review/Answer trajectory in the tokenizer's words, one space between
+    words (so decoding its token ids gives it back). `quality` is a fake-judge marker
+    (`[[excellent]]`: every stage 2, `[[poor]]`: 0, none: 1, `[[fail-stagewise]]`: answer-only
+    fallback, `[[fail-all]]`: unscored)."""
+    q = quality
+    parts = [
+        f"<think> plan </think> <structured_plan> plan {q} {marker} </structured_plan>",
+        f"<call_tool> search {q} {marker} </call_tool> <tool_output> units </tool_output>",
+    ]
+    if review:
+        parts.append(f"<think> audit </think> <review> gaps {q} {marker} </review>")
+    parts.append(f"<answer> final {marker} {q} </answer>")
+    return " ".join(" ".join(parts).split())
 
 
 def tokenizer(folder: Path) -> Any:
