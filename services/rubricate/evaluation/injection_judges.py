@@ -262,11 +262,13 @@ REFLECTION_TRAJECTORY: Final = (
     "<answer>The Berlin Wall fell in 1961.</answer>"
 )
 REFLECTION: Final = (
-    "<reflection_rubrics>\nResearch:\n- Be thorough.\nAnswer:\n- Be accurate.\n"
-    "</reflection_rubrics>\n<reflection_takeaways>\n- Try harder next time.\n"
+    "<reflection_rubrics>\nResearch:\n- Search for the event the question asks about.\n"
+    "Answer:\n- Check that the year answers the question.\n</reflection_rubrics>\n"
+    "<reflection_takeaways>\n- I answered with a year from the first page I read.\n"
     "</reflection_takeaways>"
 )
-"""Generic advice that misses the real failure (the date of the building, not the fall)."""
+"""Half right: it sees that the year came from the wrong page, not that 1961 is when the wall
+was built rather than when it fell; room to rise either way."""
 
 
 def attacked(kind: JudgeKind, attack: Attack | None) -> Any:
