@@ -167,8 +167,12 @@ def main() -> None:
                 "scores": [float(s) for s in scores],
                 "key_sets": sorted({tuple(sorted(i)) for i in infos}),
                 "extra": arrays,
-                "rm_nonzero": [
-                    [[j, float(row[j])] for j in torch.nonzero(row).flatten().tolist()]
+                # the marked token rewards: non-zero, or -0.0 (a stage increment of 0)
+                "rm_marked": [
+                    [
+                        [j, float(row[j])]
+                        for j in torch.nonzero((row != 0) | torch.signbit(row)).flatten().tolist()
+                    ]
                     for row in rm_scores
                 ],
                 "advantages": advantages.tolist(),

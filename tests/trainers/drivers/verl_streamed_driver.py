@@ -45,22 +45,23 @@ class Captured(logging.Handler):
 CAPTURED = Captured()
 logging.getLogger("rubricate_client").addHandler(CAPTURED)
 
-import numpy as np
-import torch
-from omegaconf import OmegaConf
-from tiny import tokenizer, trajectory
-from verl import DataProto
-from verl.experimental.agent_loop.agent_loop import (
+# the handler above must be in place before `import verl` imports the manager (its log lines)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from tiny import tokenizer, trajectory  # noqa: E402
+from verl import DataProto  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import (  # noqa: E402
     AgentLoopMetrics,
     AgentLoopOutput,
     AgentLoopWorker,
 )
-from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
-from verl.trainer.config import AlgoConfig
-from verl.trainer.ppo.ray_trainer import compute_advantage
-from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+from verl.experimental.reward_loop.reward_loop import RewardLoopWorker  # noqa: E402
+from verl.trainer.config import AlgoConfig  # noqa: E402
+from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
+from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories  # noqa: E402
 
-import rubricate_client.verl_manager as manager
+import rubricate_client.verl_manager as manager  # noqa: E402
 
 N = 4
 QUESTIONS = {"q-mco": "why was the orbiter lost", "q-nav": "why was the navigation team lost"}
@@ -156,7 +157,10 @@ async def v1_path(tok: Any, reward_worker: RewardLoopWorker) -> dict[str, Any]:
             norm_adv_by_std_in_grpo=True,
             config=algo(estimator),
         )
-        results[estimator] = data.batch["advantages"].tolist()
+        results[estimator] = [
+            row[: len(f["response_mask"])]
+            for row, f in zip(data.batch["advantages"].tolist(), fields, strict=True)
+        ]
     return {
         "response_ids": [f["responses"].tolist() for f in fields],
         "response_mask": [f["response_mask"].tolist() for f in fields],
@@ -209,7 +213,9 @@ async def legacy_path(tok: Any, reward_worker: RewardLoopWorker) -> dict[str, An
         "extra": [
             {k: float(data.non_tensor_batch[k][i]) for k in extra_keys} for i in range(len(data))
         ],
-        "advantages": [row[:n] for row, n in zip(results["rubricate_ssgrpo"], lengths, strict=True)],
+        "advantages": [
+            row[:n] for row, n in zip(results["rubricate_ssgrpo"], lengths, strict=True)
+        ],
         "grpo": [row[:n] for row, n in zip(results["grpo"], lengths, strict=True)],
     }
 
