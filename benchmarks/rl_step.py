@@ -873,6 +873,16 @@ async def measure(
     )
 
 
+def rewards_line(r: RunResult) -> str:
+    if r.rewards_equal is None:
+        return "rewards vs one request   (after the reference pass)"
+    return (
+        f"rewards vs one request   {r.rewards_equal:8d} equal, {r.rewards_differ} differ "
+        f"(of {r.ok} answered; {r.reward_missing} null; {r.rewards_unchecked} without a "
+        "reference)"
+    )
+
+
 def report(r: RunResult) -> None:
     def fmt(values: dict[str, float], unit: str = "") -> str:
         return " · ".join(f"{k} {v:.1f}{unit}" for k, v in values.items() if v >= 0.05)
@@ -894,14 +904,7 @@ def report(r: RunResult) -> None:
         f"partial groups           {r.partial_groups:8d} / {r.groups}   "
         f"({r.partial_samples} answered samples flagged rubricate/partial_group)"
     )
-    if r.rewards_equal is None:
-        print("rewards vs one request   not checked")
-    else:
-        print(
-            f"rewards vs one request   {r.rewards_equal:8d} equal, {r.rewards_differ} differ "
-            f"(of {r.ok} answered; {r.reward_missing} null; {r.rewards_unchecked} without a "
-            "reference)"
-        )
+    print(rewards_line(r))
     print(
         f"judge utilisation        {r.judge_util * 100:8.1f} % of slots x wall   "
         f"(some call in service {r.judge_busy * 100:.0f} % of the wall)"
@@ -915,6 +918,7 @@ def report(r: RunResult) -> None:
     print(f"CPU ms / rollout         {fmt(r.cpu_ms_per_rollout)}")
     print(f"platform CPU ms/rollout  {r.platform_cpu_ms:8.1f}   (Rubricate processes together)")
     print(f"peak RSS MiB             {fmt(r.peak_rss_mib)}")
+    sys.stdout.flush()
 
 
 def table(results: list[RunResult]) -> None:
@@ -1024,13 +1028,15 @@ async def main(args: argparse.Namespace) -> list[RunResult]:
                 reference = await reference_pass(plat, f"rl-{size}-ref", samples, args, {})
             for pattern in patterns:
                 result = await measure(pattern, plat, f"rl-{size}-{pattern}", samples, args)
+                if reference is not None:
+                    result.compare(reference)
+                report(result)
                 if pattern == "group" and args.check_rewards:
                     reference = await reference_pass(
                         plat, f"rl-{size}-ref", samples, args, result.clean
                     )
-                if reference is not None:
                     result.compare(reference)
-                report(result)
+                    print(rewards_line(result), flush=True)
                 results.append(result)
                 dead = [p.name for p in plat.procs.values() if not p.alive()]
                 if dead:
