@@ -93,6 +93,8 @@ def _serve(args: argparse.Namespace) -> int:
         log_level="info",
         log_config=None,  # uvicorn's loggers propagate to the JSON handler
         access_log=False,  # RequestContextMiddleware logs http.request with the request id
+        # a trainer may open one connection per sample of a step (OpenRLHF: 4,096 at once)
+        backlog=8192,
     )
     return 0
 

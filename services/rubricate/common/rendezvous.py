@@ -976,8 +976,8 @@ class Rendezvous:
         key = (group, instance)
         heartbeat = asyncio.create_task(self._heartbeat(group, instance, owner))
         try:
-            status = await self.store.status(group, instance)
-            seen = self.store.signals.count(group, instance)
+            seen = self.store.signals.count(group, instance)  # before the read: a signal
+            status = await self.store.status(group, instance)  # during it is not lost
             while status is not None and not status.done and not status.sealed:
                 left = status.created_at + window_s - time.time()
                 if left <= 0:

@@ -57,7 +57,7 @@ async def scoring_started(backend: FakeJudgeBackend) -> None:
 async def platform(
     tmp_path: Path, backend: FakeJudgeBackend, **gateway: Any
 ) -> AsyncIterator[Running]:
-    settings = GatewaySettings(upstream_retries=0, grpc_enabled=False, **gateway)
+    settings = GatewaySettings(**({"upstream_retries": 0, "grpc_enabled": False} | gateway))
     embedded = EmbeddedPlatform(
         data_dir=tmp_path,
         ports=dict.fromkeys(SERVICES, 0),
@@ -70,7 +70,9 @@ async def platform(
 
 
 @asynccontextmanager
-async def replica(running: Running, redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
+async def replica(
+    running: Running, redis_url: str, upstream_retries: int = 0
+) -> AsyncIterator[httpx.AsyncClient]:
     """A second gateway on the same upstreams and Redis, in process."""
     urls = running.platform.urls
     app = create_app(
@@ -80,7 +82,7 @@ async def replica(running: Running, redis_url: str) -> AsyncIterator[httpx.Async
             store_url=urls["store"],
             miner_url=urls["miner"],
             redis_url=redis_url,
-            upstream_retries=0,
+            upstream_retries=upstream_retries,
             grpc_enabled=False,
         )
     )
@@ -333,3 +335,63 @@ async def test_an_over_long_sample_fails_its_own_request_not_the_group(tmp_path:
     assert "2000 characters" in replies[1].json()["error"]["message"]
     assert [replies[0].json()["rewards"], replies[2].json()["rewards"]] == [[1.0], [0.0]]
     assert replies[0].json()["extra_logs"]["rubricate/group_size"] == [2.0]
+
+
+async def test_a_step_sent_one_sample_per_request_over_two_replicas_with_the_defaults(
+    tmp_path: Path, redis_url: str, redis_client: "redis.Redis"
+) -> None:
+    """OpenRLHF's arrival pattern at the defaults (no limit raised): 16 groups x 16 samples,
+    every sample its own request, all in flight at once, round robin over two replicas. No
+    request is refused, no group is partial, each group is scored once with all its samples,
+    and every reward is what the same group gets in one request."""
+    backend = FakeJudgeBackend()
+    marks = ["[[excellent]]", "[[poor]]", "", "[[excellent]]"]
+    groups = {
+        f"rl-{g}": [trajectory(f"{marks[(g + i) % 4]} g{g} s{i}") for i in range(16)]
+        for g in range(16)
+    }
+    async with (
+        # the retries of the defaults (a connection the store closed as it was reused)
+        platform(tmp_path, backend, redis_url=redis_url, upstream_retries=2) as running,
+        replica(running, redis_url, upstream_retries=2) as second,
+        # a trainer that keeps every sample in flight (a connection cap below the step would
+        # hold some groups' samples back: docs/gateway.md, "Group assembly")
+        httpx.AsyncClient(
+            base_url=running.platform.urls["gateway"],
+            timeout=120,
+            limits=httpx.Limits(max_connections=None),
+        ) as first,
+    ):
+        clients = [first, second]
+        posts = [
+            clients[n % 2].post(
+                "/get_reward", json=body([s], {"question_id": qid, "group_size": 16, "step": 1})
+            )
+            for n, (qid, s) in enumerate(
+                (qid, s)
+                for i in range(16)
+                for qid, samples in groups.items()
+                for s in samples[i : i + 1]
+            )
+        ]
+        answers = await asyncio.gather(*posts)
+        assert [r.status_code for r in answers] == [200] * 256, {r.text for r in answers}
+        assert judge_calls(backend) == (16, 256)  # one generation per group, one score each
+        whole = await asyncio.gather(
+            *(
+                running.client.post(
+                    "/get_reward",
+                    json=body(samples, {"question_id": f"whole-{qid}", "step": 1}),
+                )
+                for qid, samples in groups.items()
+            )
+        )
+    logs = [a.json()["extra_logs"] for a in answers]
+    assert all(x["rubricate/partial_group"] == [0.0] for x in logs)
+    assert all(x["rubricate/group_size"] == [16.0] for x in logs)
+    got: dict[str, list[float]] = {qid: [0.0] * 16 for qid in groups}
+    for n, answer in enumerate(answers):
+        i, g = divmod(n, 16)
+        got[f"rl-{g}"][i] = answer.json()["rewards"][0]
+    expected = {qid: w.json()["rewards"] for qid, w in zip(groups, whole, strict=True)}
+    assert got == expected
