@@ -11,7 +11,7 @@ import pytest
 from rubricate.common.auth import hash_key, new_key
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 from rubricate.testing.fake_judge import FakeJudgeBackend
-from rubricate_client.openrlhf import scoped_reward_url
+from rubricate_client.openrlhf import STAGE_CREDIT_LINE, scoped_reward_url
 from tests.support.gateway import Running, fast_llm
 from tests.trainers.conftest import driver
 
@@ -44,6 +44,9 @@ async def test_openrlhf_one_sample_per_request_is_scored_as_whole_groups(
     assert generation_groups(running) == [list("abcd"), list("efgh")]
     scorings = [1 for schema, _ in running.backend.calls if schema == "score_sheet"]
     assert scorings, "the judge scored nothing"
+    # OpenRLHF takes one scalar per sample: the reward function says there is no stage credit
+    stage_lines = [line for line in out["log_lines"] if line.startswith("rubricate stage credit")]
+    assert stage_lines == ([STAGE_CREDIT_LINE] if mode == "func" else [])
 
 
 async def test_openrlhf_blind_retries_make_no_judge_calls(running: Running, tmp_path: Path) -> None:

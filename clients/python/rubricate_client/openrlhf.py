@@ -19,6 +19,13 @@ the URL's user-info (aiohttp sends it as `Authorization: Basic`): `scoped_reward
 gateway for one with the API key and returns the URL to pass, so the long-lived key never
 reaches OpenRLHF's logged arguments (`python -m rubricate_client.openrlhf url --ttl-hours 48`).
 
+Stage credit: none. OpenRLHF 0.11.2 takes one scalar reward per sample (the agent's
+`rewards`, summed over a multi-turn agent's steps), normalizes the scalars per prompt group and
+puts the result on the response's last token (`compute_reward`); neither its reward protocol
+nor its agent API carries a per-token or per-stage reward. It therefore trains on R_answer;
+the stage scores reach its logs (`extra_logs`) only. The reward function says so once at
+start-up (a log line).
+
 OpenRLHF needs a number for every sample. The gateway answers a null reward (with
 `rubricate/scored` 0) where it could not score one; this function then raises
 `UnscoredSampleError` instead of handing OpenRLHF a made-up 0.0, unless RUBRICATE_UNSCORED_SCORE
@@ -26,6 +33,7 @@ chooses the value explicitly.
 """
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -44,10 +52,20 @@ from rubricate_client.trainers import (
     with_group,
 )
 
+logger = logging.getLogger(__name__)
+STAGE_CREDIT_LINE = (
+    "rubricate stage credit: none (OpenRLHF reward function): OpenRLHF 0.11.2 takes one "
+    "scalar reward per sample, so it trains on R_answer; stage scores are logged only"
+)
+_announced: list[bool] = []
+
 
 def reward_func(
     queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None = None, **_: Any
 ) -> dict[str, Any]:
+    if not _announced:
+        _announced.append(True)
+        logger.warning(STAGE_CREDIT_LINE)
     settings = AdapterSettings.from_env()
     raw = list(labels) if labels is not None else [None] * len(queries)
     request = GetRewardRequest.model_validate(

@@ -40,10 +40,15 @@ from rubricate_client.stagecredit import (
 )
 from rubricate_client.stages import stage_spans
 from rubricate_client.tokens import response_offsets, token_ranges
-from rubricate_client.trl import AsyncRubricateReward, RubricateReward
 
 logger = logging.getLogger(__name__)
 PATH = "TRL StagewiseGRPOTrainer"
+
+
+def is_rubricate_reward(func: Any) -> bool:
+    """`rubricate_client.trl.RubricateReward` or `AsyncRubricateReward` (by what the trainer
+    uses of them: `rubricate_client.trl` imports this module, not the other way round)."""
+    return all(hasattr(func, a) for a in ("last_response", "credit_path", "settings"))
 
 
 class StagewiseGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
@@ -58,15 +63,13 @@ class StagewiseGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     ) -> None:
         super().__init__(*args, **kwargs)
         self.stage_credit = StageCredit.from_env(enabled=stage_credit, lam=stage_lambda)
-        found = [
-            f for f in self.reward_funcs if isinstance(f, RubricateReward | AsyncRubricateReward)
-        ]
+        found = [f for f in self.reward_funcs if is_rubricate_reward(f)]
         if len(found) != 1:
             raise ValueError(
                 f"{PATH} needs exactly one RubricateReward (or AsyncRubricateReward) among "
                 f"reward_funcs, found {len(found)}"
             )
-        self.rubricate_reward: RubricateReward | AsyncRubricateReward = found[0]
+        self.rubricate_reward: Any = found[0]
         if self.stage_credit.enabled:
             if len(self.reward_funcs) != 1:
                 raise ValueError(

@@ -8,6 +8,7 @@ usage: python openrlhf_driver.py url|func GATEWAY_URL|REWARD_URL WORKDIR
 
 import asyncio
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -25,8 +26,19 @@ def trajectory(marker: str) -> str:
     )
 
 
+class Captured(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 async def main() -> None:
     mode, url, workdir = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    captured = Captured()
+    logging.getLogger("rubricate_client").addHandler(captured)
     if mode == "func":
         endpoint = workdir / "rubricate_reward.py"
         endpoint.write_text("from rubricate_client.openrlhf import reward_func  # noqa: F401\n")
@@ -58,7 +70,7 @@ async def main() -> None:
                 "partial_group": float(logs["rubricate/partial_group"][0]),
             }
         )
-    print(json.dumps({"samples": out}))
+    print(json.dumps({"samples": out, "log_lines": captured.lines}))
 
 
 if __name__ == "__main__":
