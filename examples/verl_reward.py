@@ -4,11 +4,18 @@ In veRL's trainer config (no code of your own):
 
     custom_reward_function:
       path: /path/to/site-packages/rubricate_client/verl.py
-      name: compute_score            # per-sample manager (naive)
-      # name: compute_score_batch    # with reward_model.reward_manager=batch
+      name: compute_score            # per-sample manager (naive): a scalar R_answer
       reward_kwargs:
         url: http://<gateway>:8000
         kind: stagewise
+
+For stage credit (SS-GRPO per token, in veRL's streamed default path too), use the reward
+manager and estimator instead, with VERL_USE_EXTERNAL_MODULES=rubricate_client.verl_manager
+in every veRL process (docs/integrations/verl.md):
+
+    reward:
+      reward_manager: {source: register, name: rubricate}
+    algorithm: {adv_estimator: rubricate_ssgrpo, use_kl_in_reward: false}
 
 The question comes from the label (ground_truth as JSON) or extra_info["question"]: veRL does
 not pass the prompt to a reward function. Run:  python examples/verl_reward.py --fake-judge
