@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rubricate.common.auth import internal_headers
 from rubricate.common.errors import ServiceError, error_json
+from rubricate.common.http_pool import ShardedClient
 from rubricate.common.logging import forward_headers
 from rubricate.common.metrics import UPSTREAM_ERRORS
 from rubricate.common.usage import Usage
@@ -286,21 +287,22 @@ class ServiceClient:
             if concurrency
             else None
         )
-        self._client = httpx.AsyncClient(
+        self._pool = ShardedClient(  # hundreds in flight at a short pool walk each
+            max_connections=512,
+            max_keepalive_connections=256,
             base_url=base_url,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
             transport=transport,
             headers=internal_headers(),
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._pool.aclose()
 
     async def problem(self) -> str | None:
         """None when the service answers /healthz, else what is wrong."""
         try:
-            response = await self._client.get("/healthz", timeout=2.0)
+            response = await self._pool.next().get("/healthz", timeout=2.0)
         except httpx.HTTPError as exc:
             return f"{self.service}: {type(exc).__name__}"
         return (
@@ -337,7 +339,8 @@ class ServiceClient:
             started = time.perf_counter()
             error: UpstreamError
             try:
-                request = self._client.build_request(
+                client = self._pool.next()
+                request = client.build_request(
                     method,
                     path,
                     json=json,
@@ -347,10 +350,10 @@ class ServiceClient:
                     timeout=timeout,
                 )
                 if self._sem is None:
-                    response = await self._client.send(request, stream=stream)
+                    response = await client.send(request, stream=stream)
                 else:
                     async with self._sem:
-                        response = await self._client.send(request, stream=stream)
+                        response = await client.send(request, stream=stream)
             except httpx.TransportError as exc:
                 if clock is not None:
                     clock.add(started, time.perf_counter())

@@ -45,6 +45,7 @@ from typing import Any, Final
 
 import httpx
 
+from rubricate.common.http_pool import ShardedClient
 from rubricate.common.upstream import time_left
 from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import BackendRequestError, DeadlineExceeded, TransportError
@@ -97,13 +98,11 @@ class OpenAICompatBackend(LLMBackend):
         self.schema_mode: SchemaMode = schema_mode
         self.timeout_s = timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
+        self._pool = ShardedClient(  # hundreds of judge calls in flight, a short pool walk
+            max_connections=max_connections,
             base_url=self.base_url + "/",
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
             transport=transport,
         )
 
@@ -251,7 +250,7 @@ class OpenAICompatBackend(LLMBackend):
                 )
             timeout = self.timeout_s if left is None else min(self.timeout_s, left)
             try:
-                return await self._client.post(
+                return await self._pool.next().post(
                     "chat/completions",
                     json=body,
                     timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
@@ -305,7 +304,7 @@ class OpenAICompatBackend(LLMBackend):
         """Without a configured model name, use the first model the server lists (asked
         until the server answers once; without an answer requests carry no model name)."""
         try:
-            response = await self._client.get("models", timeout=min(self.timeout_s, 10.0))
+            response = await self._pool.next().get("models", timeout=min(self.timeout_s, 10.0))
         except httpx.HTTPError:
             return
         self._discovery_done = True
@@ -319,13 +318,13 @@ class OpenAICompatBackend(LLMBackend):
 
     async def ready(self) -> bool:
         try:
-            response = await self._client.get("models", timeout=min(self.timeout_s, 5.0))
+            response = await self._pool.next().get("models", timeout=min(self.timeout_s, 5.0))
         except httpx.HTTPError:
             return False
         return response.status_code == 200
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._pool.aclose()
 
 
 def overloaded(response: httpx.Response, where: str) -> TransportError:
