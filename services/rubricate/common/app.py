@@ -17,7 +17,12 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rubricate.common.auth import AuthMiddleware, AuthSettings
-from rubricate.common.errors import error_json, install_error_handlers
+from rubricate.common.errors import (
+    ErrorMapping,
+    error_json,
+    install_error_handlers,
+    install_error_mappings,
+)
 from rubricate.common.logging import ACCESS_LOGGER, MAX_REQUEST_ID_CHARS, REQUEST_ID
 from rubricate.common.loop_lag import DEFAULT_INTERVAL_S, with_loop_lag
 from rubricate.common.metrics import HTTP_LATENCY
@@ -164,16 +169,20 @@ def create_service_app(
     middleware: Sequence[Middleware] = (),
     body_timeout_s: float | None = None,
     own_session_prefixes: tuple[str, ...] = (),
+    error_mappings: ErrorMapping | None = None,
 ) -> FastAPI:
     """`middleware` runs inside authentication (it sees the caller's tenant) and the request
     guard (the body has arrived and its text is storable), outermost first.
     `body_timeout_s`: default RUBRICATE_HTTP_BODY_TIMEOUT_S (60 s).
-    `own_session_prefixes`: paths that sign their users in themselves (the console)."""
+    `own_session_prefixes`: paths that sign their users in themselves (the console).
+    `error_mappings`: exceptions the routes let through, each answered as its `ServiceError`
+    (`common.errors.install_error_mappings`)."""
     http = HTTPSettings()
     if http.loop_lag_interval_s > 0:
         lifespan = with_loop_lag(service, lifespan, interval_s=http.loop_lag_interval_s)
     app = FastAPI(title=title, lifespan=lifespan, responses=ERROR_RESPONSES)
     install_error_handlers(app)
+    install_error_mappings(app, error_mappings or {})
     # added first = innermost: request ids, limits and latency wrap the authentication
     for item in reversed(middleware):
         app.add_middleware(item.cls, *item.args, **item.kwargs)

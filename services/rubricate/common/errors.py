@@ -5,6 +5,7 @@
 """
 
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -84,6 +85,39 @@ def error_json(
     return JSONResponse(body.model_dump(), status_code=status_code, headers=headers)
 
 
+def service_error_json(request: Request, exc: ServiceError) -> JSONResponse:
+    """A `ServiceError` in the one error shape, with its status and headers."""
+    return error_json(
+        request,
+        exc.status_code,
+        type=exc.type,
+        message=exc.message,
+        field=exc.field,
+        headers=exc.headers,
+        usage=exc.usage,
+    )
+
+
+ErrorMapping = Mapping[type[Exception], Callable[[Exception], ServiceError]]
+"""Exception type → the `ServiceError` it stands for (subclasses included)."""
+
+
+def install_error_mappings(app: FastAPI, mappings: ErrorMapping) -> None:
+    """Map exceptions that routes let through to their `ServiceError`, once for the app,
+    instead of wrapping each call site; answered exactly as if the route raised it."""
+    for exc_type, to_error in mappings.items():
+        app.add_exception_handler(exc_type, _mapped_handler(to_error))
+
+
+def _mapped_handler(
+    to_error: Callable[[Exception], ServiceError],
+) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    async def handler(request: Request, exc: Exception) -> JSONResponse:
+        return service_error_json(request, to_error(exc))
+
+    return handler
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -110,15 +144,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServiceError)
     async def _service(request: Request, exc: ServiceError) -> JSONResponse:
-        return error_json(
-            request,
-            exc.status_code,
-            type=exc.type,
-            message=exc.message,
-            field=exc.field,
-            headers=exc.headers,
-            usage=exc.usage,
-        )
+        return service_error_json(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

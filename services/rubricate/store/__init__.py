@@ -1,6 +1,4 @@
-"""The store service: each question's per-stage rubric buffer (RubricEM App. C.1, C.4).
-
-Routes (`routes.py`) call the async `BufferService` (`service.py`), which caches reads and
-runs the synchronous `BufferStore` units of work in worker threads; `BufferStore` uses
-`BufferRepository` (`repository.py`) for SQL. The buffer policy itself lives in the core.
-"""
+"""The store service (:8003): `create_app` (`app`) assembles `stagewise.store` (rubric buffers),
+`reflections.store` (bank, snapshots, stored scorings) and `audit.store` (rubric history) on
+one engine and the buffer cache, and maps database and bank failures to errors once; plus
+`settings`, `size_metrics` (gauges), `migrate`. Service layer: capabilities and plumbing."""

@@ -7,11 +7,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from rubricate.audit.store import routes as history_routes
 from rubricate.common.app import ReadinessCheck, create_service_app
 from rubricate.common.cache import Cache, GuardedCache, MemoryCache, RedisCache
 from rubricate.common.embeddings import Embedder
+from rubricate.common.errors import ErrorMapping, ServiceError
 from rubricate.db.engine import make_engine
 from rubricate.db.migrate import upgrade_to_head
 from rubricate.reflections.store import routes as bank_routes
@@ -22,6 +25,23 @@ from rubricate.store.settings import StoreSettings
 from rubricate.store.size_metrics import refresh_forever
 
 log = logging.getLogger("rubricate.store")
+
+
+def _database_unavailable(exc: Exception) -> ServiceError:
+    return ServiceError(
+        503,
+        f"store database unavailable: {type(exc).__name__}",
+        type="store_unavailable",
+        headers={"Retry-After": "1"},
+    )
+
+
+DATABASE_ERRORS: ErrorMapping = {
+    OperationalError: _database_unavailable,
+    PoolTimeoutError: _database_unavailable,
+}
+"""The database being down or saturated is a 503 the caller may retry, not a 500: answered
+once for every route of the store (buffers, bank, scorings, rubric history)."""
 
 
 def build_cache(settings: StoreSettings) -> GuardedCache:
@@ -102,4 +122,5 @@ def create_app(
         lifespan=lifespan,
         readiness=readiness,
         max_body_bytes=settings.store_max_body_bytes,
+        error_mappings={**DATABASE_ERRORS, **bank_routes.BANK_ERRORS},
     )

@@ -1,15 +1,13 @@
 """The store's bank, snapshot and stored-scoring routes: parse, call the bank service, respond."""
 
-from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+from collections.abc import Callable
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from rubricate.common.errors import ServiceError
+from rubricate.common.errors import ErrorMapping, ServiceError
 from rubricate.common.tenancy import TenantDep
 from rubricate.db.limits import SCORING_ID_LEN
 from rubricate.reflections.store.repository import (
@@ -48,8 +46,6 @@ from rubricate_client.schemas.scorings import ScoringList, StoredScoring
 router = APIRouter(prefix="/v1", tags=["bank"])
 STATE_NAME = "bank"
 
-T = TypeVar("T")
-
 
 def get_bank(request: Request) -> BankService:
     service: BankService = getattr(request.app.state, STATE_NAME)
@@ -67,43 +63,41 @@ class ReindexResponse(BaseModel):
     indexed: int
 
 
-async def _guard(call: Awaitable[T]) -> T:
-    """Infrastructure down is a 503 the caller may retry; known conflicts are 404/409."""
-    try:
-        return await call
-    except (OperationalError, PoolTimeoutError) as exc:
-        raise ServiceError(
-            503,
-            f"store database unavailable: {type(exc).__name__}",
-            type="store_unavailable",
-            headers={"Retry-After": "1"},
-        ) from exc
-    except IndexUnavailableError as exc:
-        raise ServiceError(
-            503,
-            f"bank vector index unavailable: {exc}",
-            type="index_unavailable",
-            headers={"Retry-After": "5"},
-        ) from exc
-    except SnapshotNotFoundError as exc:
-        raise ServiceError(404, str(exc), type="not_found", field="step") from exc
-    except SnapshotExistsError as exc:
-        raise ServiceError(409, str(exc), type="conflict", field="step") from exc
-    except ScoringExistsError as exc:
-        raise ServiceError(
-            409, f"scoring {exc} exists", type="conflict", field="scoring_id"
-        ) from exc
-    except BankItemNotFoundError as exc:
-        raise ServiceError(404, str(exc), type="not_found", field="question_hash") from exc
-    except BankItemConflictError as exc:
-        raise ServiceError(409, str(exc), type="conflict", field="action") from exc
+def _index_unavailable(exc: Exception) -> ServiceError:
+    return ServiceError(
+        503,
+        f"bank vector index unavailable: {exc}",
+        type="index_unavailable",
+        headers={"Retry-After": "5"},
+    )
+
+
+def _scoring_exists(exc: Exception) -> ServiceError:
+    return ServiceError(409, f"scoring {exc} exists", type="conflict", field="scoring_id")
+
+
+def _as(status_code: int, type: str, field: str) -> Callable[[Exception], ServiceError]:
+    return lambda exc: ServiceError(status_code, str(exc), type=type, field=field)
+
+
+BANK_ERRORS: ErrorMapping = {
+    IndexUnavailableError: _index_unavailable,
+    SnapshotNotFoundError: _as(404, "not_found", "step"),
+    SnapshotExistsError: _as(409, "conflict", "step"),
+    ScoringExistsError: _scoring_exists,
+    BankItemNotFoundError: _as(404, "not_found", "question_hash"),
+    BankItemConflictError: _as(409, "conflict", "action"),
+}
+"""The bank service's errors as the store answers them, registered once on the store app:
+the vector index down is a 503 the caller may retry, known conflicts are 404/409. (A
+database down or saturated: `rubricate.store.app.DATABASE_ERRORS`.)"""
 
 
 @router.post("/bank/items", response_model=OfferResponse, summary="Offer an accepted reflection")
 async def offer(
     body: BankItemIn, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> OfferResponse:
-    return await _guard(bank.offer(tenant, body))
+    return await bank.offer(tenant, body)
 
 
 @router.get(
@@ -119,9 +113,7 @@ async def list_items(
     offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_BANK_PAGE)] = 50,
 ) -> BankItemList:
-    return await _guard(
-        bank.list_items(tenant, status=status, search=search, offset=offset, limit=limit)
-    )
+    return await bank.list_items(tenant, status=status, search=search, offset=offset, limit=limit)
 
 
 @router.post(
@@ -135,7 +127,7 @@ async def curate_item(
     bank: BankDep,
     tenant: TenantDep = DEFAULT_TENANT,
 ) -> BankItemCurationResult:
-    return await _guard(bank.curate(tenant, question_hash, body))
+    return await bank.curate(tenant, question_hash, body)
 
 
 @router.get(
@@ -146,7 +138,7 @@ async def curate_item(
 async def item_history(
     question_hash: QuestionHashPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> BankItemHistory:
-    found = await _guard(bank.history(tenant, question_hash))
+    found = await bank.history(tenant, question_hash)
     if found is None:
         raise ServiceError(
             404, f"no bank item for {question_hash}", type="not_found", field="question_hash"
@@ -162,7 +154,7 @@ async def item_history(
 async def get_item(
     question_hash: QuestionHashPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> RetrievedItem:
-    item = await _guard(bank.get(tenant, question_hash))
+    item = await bank.get(tenant, question_hash)
     if item is None:
         raise ServiceError(404, f"no bank item for {question_hash}", type="not_found")
     return item
@@ -176,12 +168,12 @@ async def get_item(
 async def retrieve(
     body: RetrieveRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> RetrieveResponse:
-    return await _guard(bank.retrieve(tenant, body))
+    return await bank.retrieve(tenant, body)
 
 
 @router.get("/bank/stats", response_model=BankStats)
 async def stats(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> BankStats:
-    return await _guard(bank.stats(tenant))
+    return await bank.stats(tenant)
 
 
 @router.post(
@@ -190,7 +182,7 @@ async def stats(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> BankStats:
     summary="Rebuild the tenant's vector index from the database",
 )
 async def reindex(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> ReindexResponse:
-    return ReindexResponse(indexed=await _guard(bank.reindex(tenant)))
+    return ReindexResponse(indexed=await bank.reindex(tenant))
 
 
 @router.post(
@@ -202,12 +194,12 @@ async def reindex(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> ReindexR
 async def snapshot(
     body: SnapshotRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> SnapshotInfo:
-    return await _guard(bank.snapshot(tenant, body.step, replace=body.replace))
+    return await bank.snapshot(tenant, body.step, replace=body.replace)
 
 
 @router.get("/bank/snapshots", response_model=SnapshotList)
 async def list_snapshots(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> SnapshotList:
-    return SnapshotList(snapshots=await _guard(bank.list_snapshots(tenant)))
+    return SnapshotList(snapshots=await bank.list_snapshots(tenant))
 
 
 @router.post(
@@ -218,7 +210,7 @@ async def list_snapshots(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> S
 async def restore(
     body: RestoreRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> RestoreResponse:
-    return await _guard(bank.restore(tenant, body.step))
+    return await bank.restore(tenant, body.step)
 
 
 @router.get(
@@ -229,7 +221,7 @@ async def restore(
 async def export(
     step: Annotated[int, Path(ge=0, le=MAX_STEP)], bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> StreamingResponse:
-    lines = await _guard(bank.export_lines(tenant, step))
+    lines = await bank.export_lines(tenant, step)
     return StreamingResponse(
         lines,
         media_type="application/x-ndjson",
@@ -254,7 +246,7 @@ async def import_snapshot(
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ServiceError(422, "the snapshot file is not UTF-8", type="invalid_request") from exc
-    return await _guard(bank.import_lines(tenant, text.splitlines(), replace=replace))
+    return await bank.import_lines(tenant, text.splitlines(), replace=replace)
 
 
 @router.post(
@@ -266,7 +258,7 @@ async def import_snapshot(
 async def put_scoring(
     body: ScoringIn, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> StoredScoring:
-    return await _guard(bank.put_scoring(tenant, body))
+    return await bank.put_scoring(tenant, body)
 
 
 @router.get(
@@ -280,14 +272,14 @@ async def list_scorings(
     tenant: TenantDep = DEFAULT_TENANT,
     limit: Annotated[int, Query(ge=1, le=MAX_SCORINGS_PAGE)] = 20,
 ) -> ScoringList:
-    return ScoringList(scorings=await _guard(bank.list_scorings(tenant, question_id, limit=limit)))
+    return ScoringList(scorings=await bank.list_scorings(tenant, question_id, limit=limit))
 
 
 @router.get("/scorings/{scoring_id}", response_model=StoredScoring)
 async def get_scoring(
     scoring_id: ScoringIdPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> StoredScoring:
-    found = await _guard(bank.get_scoring(tenant, scoring_id))
+    found = await bank.get_scoring(tenant, scoring_id)
     if found is None:
         raise ServiceError(
             404, f"no stagewise scoring {scoring_id!r} (unknown or expired)", type="not_found"

@@ -1,11 +1,11 @@
-"""The store's HTTP routes: parse, call the buffer service, respond."""
+"""The store's HTTP routes: parse, call the buffer service, respond.
 
-from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+A database that is down or saturated is answered once for the store app (503
+`store_unavailable`, `rubricate.store.app.DATABASE_ERRORS`), not at each call."""
+
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TenantDep
@@ -38,8 +38,6 @@ from rubricate_client.schemas.limits import MAX_LIST_OFFSET
 
 router = APIRouter(prefix="/v1/buffers", tags=["buffers"])
 
-T = TypeVar("T")
-
 
 def get_buffers(request: Request) -> BufferService:
     service: BufferService = request.app.state.buffers
@@ -61,19 +59,6 @@ def _not_found(question_id: str) -> ServiceError:
     )
 
 
-async def _guard(call: Awaitable[T]) -> T:
-    """The database being down or saturated is a 503 the caller may retry, not a 500."""
-    try:
-        return await call
-    except (OperationalError, PoolTimeoutError) as exc:
-        raise ServiceError(
-            503,
-            f"store database unavailable: {type(exc).__name__}",
-            type="store_unavailable",
-            headers={"Retry-After": "1"},
-        ) from exc
-
-
 @router.get(
     "/{question_id}",
     response_model=BufferView,
@@ -82,7 +67,7 @@ async def _guard(call: Awaitable[T]) -> T:
 async def get_buffer(
     question_id: QuestionIdPath, buffers: BuffersDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> BufferView:
-    view = await _guard(buffers.get(tenant, question_id))
+    view = await buffers.get(tenant, question_id)
     if view is None:
         raise _not_found(question_id)
     return view
@@ -99,10 +84,8 @@ async def add_rubrics(
     buffers: BuffersDep,
     tenant: TenantDep = DEFAULT_TENANT,
 ) -> BufferView:
-    return await _guard(
-        buffers.add(
-            tenant, question_id, question=body.question, rubrics=body.rubrics, step=body.step
-        )
+    return await buffers.add(
+        tenant, question_id, question=body.question, rubrics=body.rubrics, step=body.step
     )
 
 
@@ -118,14 +101,12 @@ async def prune(
     tenant: TenantDep = DEFAULT_TENANT,
 ) -> PruneResponse:
     try:
-        return await _guard(
-            buffers.prune(
-                tenant,
-                question_id,
-                variances=body.variances,
-                caps=body.caps.as_dict(),
-                step=body.step,
-            )
+        return await buffers.prune(
+            tenant,
+            question_id,
+            variances=body.variances,
+            caps=body.caps.as_dict(),
+            step=body.step,
         )
     except BufferNotFoundError as exc:
         raise _not_found(question_id) from exc
@@ -147,7 +128,7 @@ async def list_questions(
     query = QuestionQuery(
         search=(search or "").strip() or None, sort=sort, offset=offset, limit=limit
     )
-    return await _guard(buffers.list_questions(tenant, query))
+    return await buffers.list_questions(tenant, query)
 
 
 @router.post(
@@ -163,7 +144,7 @@ async def curate(
     tenant: TenantDep = DEFAULT_TENANT,
 ) -> RubricCurationResult:
     try:
-        return await _guard(buffers.curate(tenant, question_id, rubric_id, body))
+        return await buffers.curate(tenant, question_id, rubric_id, body)
     except BufferNotFoundError as exc:
         raise _not_found(question_id) from exc
     except RubricNotFoundError as exc:
@@ -180,7 +161,7 @@ async def curate(
 async def curations(
     question_id: QuestionIdPath, buffers: BuffersDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> CurationList:
-    found = await _guard(buffers.curations(tenant, question_id))
+    found = await buffers.curations(tenant, question_id)
     if found is None:
         raise _not_found(question_id)
     return found
