@@ -15,6 +15,7 @@ from rubricate.llm.prompt_text import manipulation_markers
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
+from rubricate.reflections.domain.reflection import DIMENSION_WEIGHTS
 from rubricate.reflections.prompts import judging as reflection_judging
 from rubricate.reflections.verifier.schemas import ReflectionScoresRequest, ReflectionScoresResponse
 
@@ -42,7 +43,7 @@ class ReflectionJudgeService:
         found += [f"trajectory: {m}" for m in trajectory_markers]
         if candidate_markers:
             log.warning("reflection.withheld markers=%s", "; ".join(found))
-            zero = {dim: 0.0 for dim in reflection_judging.DIMENSION_WEIGHTS}
+            zero = dict.fromkeys(DIMENSION_WEIGHTS, 0.0)
             return ReflectionScoresResponse(
                 within=dict(zero),
                 cross=dict(zero),
