@@ -395,3 +395,38 @@ async def test_a_step_sent_one_sample_per_request_over_two_replicas_with_the_def
         got[f"rl-{g}"][i] = answer.json()["rewards"][0]
     expected = {qid: w.json()["rewards"] for qid, w in zip(groups, whole, strict=True)}
     assert got == expected
+
+
+async def test_a_trainer_that_gives_up_frees_its_request_and_its_retry_gets_the_result(
+    tmp_path: Path,
+) -> None:
+    """OpenRLHF's timeout: the client closes the connection while its sample waits for the
+    group. The request stops waiting at once (its admission units and its wait are freed), and
+    the sample posted again waits on the slot it already holds: the group is scored once,
+    with every sample."""
+    from prometheus_client import REGISTRY
+
+    def gauge(name: str) -> float:
+        return REGISTRY.get_sample_value(name) or 0.0
+
+    backend = FakeJudgeBackend()
+    samples = responses()[:3]
+    label = {"question_id": "mco-gives-up", "group_size": 3, "step": 1}
+    async with platform(tmp_path, backend) as running:
+        url = running.platform.urls["gateway"]
+        waiting, pending = gauge("rubricate_group_waiters"), gauge("rubricate_pending_rollouts")
+        async with httpx.AsyncClient(base_url=url, timeout=0.5) as impatient:
+            with pytest.raises(httpx.ReadTimeout):
+                await impatient.post("/get_reward", json=body(samples[:1], label))
+        for _ in range(200):  # the server sees the disconnect and stops the request
+            if gauge("rubricate_group_waiters") == waiting:
+                break
+            await asyncio.sleep(0.02)
+        assert gauge("rubricate_group_waiters") == waiting
+        assert gauge("rubricate_pending_rollouts") == pending
+        answers = await asyncio.gather(
+            *(running.client.post("/get_reward", json=body([s], label)) for s in samples)
+        )
+        assert [a.status_code for a in answers] == [200] * 3
+        assert judge_calls(backend) == (1, 3)  # one group of three: the retry took no slot
+        assert [a.json()["extra_logs"]["rubricate/group_size"] for a in answers] == [[3.0]] * 3

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from rubricate.common.disconnect import unless_disconnected
 from rubricate.common.tenancy import TenantDep
 from rubricate.common.tenant_limits import admit_rollouts
 from rubricate.rewards.gateway.service import TrainerRewards
@@ -37,4 +38,5 @@ async def get_reward(
     tenant: TenantDep = "default",
 ) -> GetRewardResponse:
     admit_rollouts(request, len(body.query))  # each sample is a pending rollout (429 past budget)
-    return await service.get_reward(body, tenant=tenant)
+    # a trainer that gives up stops its request here (its retry waits on the same slot)
+    return await unless_disconnected(request, service.get_reward(body, tenant=tenant))
