@@ -40,6 +40,7 @@ HISTOGRAMS: dict[str, frozenset[str]] = {
     "rubricate_audit_group_agreement": frozenset(),
     "rubricate_audit_rank_tau": frozenset(),
     "rubricate_event_loop_lag_seconds": frozenset({"service"}),
+
 }
 COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_fallbacks_total": frozenset({"kind"}),
@@ -53,6 +54,8 @@ COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_judge_cache_total": frozenset({"result"}),
     "rubricate_audit_groups_total": frozenset({"outcome"}),
     "rubricate_audit_submit_failures_total": frozenset(),
+    "rubricate_llm_limit_backoffs_total": frozenset({"backend", "judge", "reason"}),
+    "rubricate_redis_commands_total": frozenset({"client"}),
 }
 GAUGES: dict[str, frozenset[str]] = {
     "rubricate_store_cache_up": frozenset(),
@@ -60,6 +63,11 @@ GAUGES: dict[str, frozenset[str]] = {
     "rubricate_buffer_questions": frozenset(),
     "rubricate_bank_items": frozenset(),
     "rubricate_llm_circuit_open": frozenset({"backend"}),
+    "rubricate_llm_concurrency_limit": frozenset({"backend", "judge"}),
+    "rubricate_llm_in_flight": frozenset({"backend", "judge"}),
+    "rubricate_group_waiters": frozenset(),
+    "rubricate_pending_rollouts": frozenset(),
+    "rubricate_llm_queued": frozenset({"backend", "judge", "lane"}),
     "rubricate_audit_agreement_min": frozenset(),
     "rubricate_audit_agreement_drop_max": frozenset(),
     "rubricate_audit_gaming_candidates": frozenset(),
