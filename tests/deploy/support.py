@@ -40,7 +40,6 @@ HISTOGRAMS: dict[str, frozenset[str]] = {
     "rubricate_audit_group_agreement": frozenset(),
     "rubricate_audit_rank_tau": frozenset(),
     "rubricate_event_loop_lag_seconds": frozenset({"service"}),
-
 }
 COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_fallbacks_total": frozenset({"kind"}),
