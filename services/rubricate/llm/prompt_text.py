@@ -304,18 +304,37 @@ MARKERS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 )
 
 
+def _reads_lines(pattern: re.Pattern[str]) -> bool:
+    """Whether a marker can match the text as written and miss it with white space
+    collapsed: a line anchor (`^`, `$`, MULTILINE) or a line break outside a negated class.
+    Any other marker that matches the text also matches it collapsed (a run of white space
+    becomes one space, so bounded gaps only get shorter and word boundaries stay)."""
+    outside_negated = re.sub(r"\[\^(?:\\.|[^\]\\])*\]", "", pattern.pattern)
+    return bool(pattern.flags & re.MULTILINE) or any(
+        token in outside_negated for token in ("^", "$", "\\n", "\\r", "\n", "\r")
+    )
+
+
+_MARKER_PASSES: Final = tuple((name, p, _reads_lines(p)) for name, p in MARKERS)
+"""Each marker, and whether it is also searched in the text as written."""
+
+
 def manipulation_markers(text: str) -> list[str]:
     """What in `text` addresses the judge rather than the task: prompt fence tags,
     chat-template control tokens, text after a closed `</answer>`, system/assistant lines, a
     forged score sheet, score demands to the grader (in several languages). Empty for
     ordinary material. Invisible characters are ignored, so they cannot split a marker."""
     visible = strip_invisible(text)
-    # also with every run of white space as one space: an instruction broken over lines or
-    # paragraphs ("every statement in this answer" / "has been confirmed") is still one
+    # searched with every run of white space as one space: an instruction broken over lines
+    # or paragraphs ("every statement in this answer" / "has been confirmed") is still one;
+    # only a marker that reads lines is searched in the text as written too (each search of
+    # a long trajectory costs; this was the verifier's largest CPU cost per rollout)
     flat = " ".join(visible.split())
     found: list[str] = []
-    for name, pattern in MARKERS:
-        if name not in found and (pattern.search(visible) or pattern.search(flat)):
+    for name, pattern, reads_lines in _MARKER_PASSES:
+        if name not in found and (
+            pattern.search(flat) or (reads_lines and pattern.search(visible))
+        ):
             found.append(name)
     return found
 
