@@ -333,3 +333,19 @@ async def test_a_leader_replica_closed_mid_group_is_taken_over_by_another(
     assert list(results) == [["b/3/3"], ["c/3/3"]]
     assert [sorted(x.payloads) for x in judge.batches] == [["a", "b", "c"]]
     await b.aclose()
+
+
+async def test_a_call_whose_entries_partly_repeat_earlier_ones_is_scored_at_once(
+    store: RendezvousStore,
+) -> None:
+    """A group of its own (`expected=None`) where one entry was scored before: that entry is
+    answered from its result and the others are scored together at once, not after the
+    window."""
+    rv, judge = rendezvous(store), Judge()
+    assert await rv.gather("g", entries("a"), expected=None, window_s=30, score=judge) == ["a/1/1"]
+    again = await asyncio.wait_for(
+        rv.gather("g", entries("a", "b", "c"), expected=None, window_s=30, score=judge), 10
+    )
+    assert again == ["a/1/1", "b/2/2", "c/2/2"]
+    assert [b.payloads for b in judge.batches] == [["a"], ["b", "c"]]
+    await rv.aclose()

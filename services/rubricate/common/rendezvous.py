@@ -978,7 +978,9 @@ class Rendezvous:
         try:
             seen = self.store.signals.count(group, instance)  # before the read: a signal
             status = await self.store.status(group, instance)  # during it is not lost
-            while status is not None and not status.done and not status.sealed:
+            # a private instance is whole after its one join (entries that attached to an
+            # earlier slot left it smaller than the call): sealed at once
+            while status is not None and not (status.done or status.sealed or status.private):
                 left = status.created_at + window_s - time.time()
                 if left <= 0:
                     break
