@@ -460,11 +460,10 @@ local P, G = ARGV[1], ARGV[2]
 local ttl, n = tonumber(ARGV[8]), tonumber(ARGV[11])
 local pg = P .. G .. ':'
 local inst = redis.call('GET', pg .. 'open')
-if inst and redis.call('EXISTS', pg .. inst) == 0 then inst = false end
 local leader, size, expected = 0, 0, 0
 if inst then
   local meta = redis.call('HMGET', pg .. inst, 'n', 'expected')
-  size, expected = tonumber(meta[1]), tonumber(meta[2])
+  if meta[1] then size, expected = tonumber(meta[1]), tonumber(meta[2]) else inst = false end
 end
 local out, added, fields = {}, {}, {}
 for j = 1, n do
