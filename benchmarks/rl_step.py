@@ -694,27 +694,42 @@ def histogram_quantile(before: dict[float, float], after: dict[float, float], q:
     return lower
 
 
+SENT = re.compile(r"^rubricate_redis_commands_total\{[^}]*\} ([0-9.e+-]+)$", re.M)
+
+
 @dataclass
 class Snapshot:
     at: float
     cpu: dict[str, float]
     pg: dict[int, float]
     redis_commands: int
+    redis_sent: float
+    """Commands the services sent (`rubricate_redis_commands_total`: a Lua script counts once,
+    where INFO commandstats also counts each command the script runs)."""
     lag: dict[str, dict[float, float]]
     client_cpu: float
 
 
 async def snapshot(plat: Platform, client: httpx.AsyncClient) -> Snapshot:
     lag = {}
-    for proc in plat.gateways():
-        r = await client.get(f"{proc.url}/metrics", timeout=30)
-        lag[proc.name] = lag_buckets(r.text, "gateway")
+    sent = 0.0
+    for proc in plat.procs.values():
+        if proc.url is None or proc.name in ("sim", "balancer"):
+            continue
+        try:
+            r = await client.get(f"{proc.url}/metrics", timeout=30)
+        except httpx.HTTPError:
+            continue
+        if proc in plat.gateways():
+            lag[proc.name] = lag_buckets(r.text, "gateway")
+        sent += sum(float(m.group(1)) for m in SENT.finditer(r.text))
     times = os.times()
     return Snapshot(
         at=time.monotonic(),
         cpu={name: proc.cpu_s() for name, proc in plat.procs.items()},
         pg=await asyncio.to_thread(postgres_cpu_s, plat.database),
         redis_commands=await plat.redis.commands(),
+        redis_sent=sent,
         lag=lag,
         client_cpu=times.user + times.system,
     )
@@ -745,6 +760,7 @@ class RunResult:
     judge_after: int
     """Judge calls after the last answer (background work: the audit)."""
     redis_per_sample: float
+    redis_sent_per_sample: float
     lag_p99_ms: dict[str, float]
     cpu_ms_per_rollout: dict[str, float]
     platform_cpu_ms: float
@@ -865,6 +881,7 @@ async def measure(
         judge_rejected=sim["rejected"],
         judge_after=trailing,
         redis_per_sample=(after.redis_commands - before.redis_commands) / n,
+        redis_sent_per_sample=(after.redis_sent - before.redis_sent) / n,
         lag_p99_ms=lag,
         cpu_ms_per_rollout=cpu,
         platform_cpu_ms=platform_cpu,
@@ -913,7 +930,10 @@ def report(r: RunResult) -> None:
         f"judge calls              {r.judge_requests}   429s: {r.judge_rejected}   "
         f"after the last answer: {r.judge_after}"
     )
-    print(f"Redis commands / sample  {r.redis_per_sample:8.1f}")
+    print(
+        f"Redis commands / sample  {r.redis_per_sample:8.1f}   (served, each step of a script "
+        f"counted; sent by the services: {r.redis_sent_per_sample:.1f})"
+    )
     print(f"gateway loop lag p99     {fmt(r.lag_p99_ms, ' ms')}")
     print(f"CPU ms / rollout         {fmt(r.cpu_ms_per_rollout)}")
     print(f"platform CPU ms/rollout  {r.platform_cpu_ms:8.1f}   (Rubricate processes together)")
@@ -924,7 +944,7 @@ def report(r: RunResult) -> None:
 def table(results: list[RunResult]) -> None:
     print(
         "\n| rollouts | pattern | wall s | floor s | answered | errors (final status) | "
-        "partial groups | rewards = one request | judge util | Redis cmd/sample | "
+        "partial groups | rewards = one request | judge util | Redis cmd/sample (sent) | "
         "gw lag p99 ms | platform CPU ms/rollout (gateway) | gateway peak RSS MiB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -937,7 +957,8 @@ def table(results: list[RunResult]) -> None:
         print(
             f"| {r.size:,} | {r.pattern} | {r.wall_s:.1f} | {r.floor_s:.1f} | {r.ok} | {errors} | "
             f"{r.partial_groups}/{r.groups} | {equal} | {r.judge_util * 100:.0f}% | "
-            f"{r.redis_per_sample:.0f} | {lag:.0f} | {r.platform_cpu_ms:.0f} ({gw:.0f}) | "
+            f"{r.redis_per_sample:.0f} ({r.redis_sent_per_sample:.1f}) | {lag:.0f} | "
+            f"{r.platform_cpu_ms:.0f} ({gw:.0f}) | "
             f"{rss:.0f} |"
         )
 
