@@ -24,7 +24,7 @@ def test_migrations_ship_inside_the_package() -> None:
     assert (MIGRATIONS_DIR / "env.py").is_file()
     assert (MIGRATIONS_DIR / "script.py.mako").is_file()
     assert (MIGRATIONS_DIR / "alembic.ini").is_file()
-    assert head_revision() == "0007"
+    assert head_revision() == "0008"
 
 
 def test_postgres_is_at_head_and_matches_the_models(pg_url: str) -> None:

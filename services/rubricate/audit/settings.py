@@ -57,6 +57,9 @@ class AuditSettings(BaseSettings):
     """Audited steps averaged at each end of the agreement-drift comparison."""
     signal_steps: int = Field(default=50, ge=2, le=10_000)
     """The latest training steps the signals are computed over."""
+    addressing_window_h: float = Field(default=24.0, gt=0.0, le=24.0 * 365)
+    """Hours over which the flagged requests of the other judge kinds (nugget, step,
+    listwise, rank, reflection) are counted; older ones are deleted."""
 
 
 def reference_is_live(audit_llm: AuditLLMSettings) -> bool:

@@ -95,13 +95,19 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         app.state.stagewise = StagewiseService(
             upstreams=upstreams, settings=cfg, after_scoring=audit_submitter
         )
-        app.state.steps = StepsService(upstreams=upstreams, settings=StepSettings(), gateway=cfg)
-        app.state.nuggets = NuggetService(verifier=upstreams.verifier, settings=NuggetSettings())
+        flagged = audit_submitter.addressing  # judge-addressing reports of the other kinds
+        app.state.steps = StepsService(
+            upstreams=upstreams, settings=StepSettings(), gateway=cfg, audit=flagged
+        )
+        app.state.nuggets = NuggetService(
+            verifier=upstreams.verifier, settings=NuggetSettings(), audit=flagged
+        )
         app.state.reflections = ReflectionService(
             verifier=upstreams.verifier,
             store=upstreams.store,
             settings=cfg,
             reflection=ReflectionSettings(),
+            audit=flagged,
         )
         app.state.bank_proxy = BankProxy(upstreams.store)
         stagewise: StagewiseService = app.state.stagewise

@@ -100,6 +100,48 @@ class AddressingView(BaseModel):
     markers: list[str]
 
 
+AddressingKind = Literal["nugget", "step", "listwise", "rank", "reflection"]
+"""The judge kinds whose flagged requests the audit counts besides stagewise (whose
+rollouts are counted per step, `StepSignals.addressing_rollouts`)."""
+
+
+class AddressingReport(BaseModel):
+    """A request of one of those kinds in which something addressed the judge, as the
+    gateway hands it to the audit (the miner keeps it for the signals)."""
+
+    kind: AddressingKind
+    step: TrainingStep | None = None
+    """The trainer's step when the request said it."""
+    items: int = Field(ge=0)
+    """The request's items (steps, candidates, answers, ...)."""
+    flagged: int = Field(ge=0)
+    """Of them, the ones that addressed the judge (0 when only a history or a criterion
+    did)."""
+    markers: list[str]
+    """What was found, each prefixed with where (`action: ...`, `candidate 2: ...`)."""
+
+
+class AddressingKindCount(BaseModel):
+    requests: int
+    """Requests of this kind in which something addressed the judge."""
+    items: int
+    """The items those requests held (steps, candidates, answers, ...)."""
+    flagged: int
+    """Of those items, the ones flagged (a request flagged only for its history or a
+    criterion counts as a request with no flagged item)."""
+
+
+class AddressingRequestView(BaseModel):
+    kind: AddressingKind
+    step: int | None
+    """The trainer's step when the request said it (reflections); null otherwise."""
+    items: int
+    flagged: int
+    markers: list[str]
+    """What was found, each prefixed with where (`action: ...`, `candidate 2: ...`)."""
+    created_at: datetime
+
+
 class AuditSignals(BaseModel):
     question_id: str | None
     """The question the signals are restricted to; null: all of the tenant's."""
@@ -112,6 +154,13 @@ class AuditSignals(BaseModel):
     gaming_candidates: list[GamingCandidateView]
     addressing: list[AddressingView]
     """The latest rollouts that address the judge (at most 100)."""
+    addressing_window_h: float = 0.0
+    """The hours over which `addressing_by_kind` and `addressing_requests` count."""
+    addressing_by_kind: dict[AddressingKind, AddressingKindCount] = Field(default_factory=dict)
+    """Flagged requests of the other judge kinds (nugget, step, listwise, rank, reflection)
+    in the last `addressing_window_h` hours, by kind; a kind with none is absent."""
+    addressing_requests: list[AddressingRequestView] = Field(default_factory=list)
+    """The latest of those requests, newest last (at most 100)."""
 
 
 class AuditTenantSettings(BaseModel):

@@ -83,6 +83,10 @@ class CandidateResult(BaseModel):
     rationale: str | None = None
     written: bool = False
     """Whether this candidate was written to the bank."""
+    judge_addressing: list[str] = Field(default_factory=list)
+    """What in the candidate (`candidate: ...`) or the trajectory (`trajectory: ...`)
+    addresses the judge. A flagged candidate scored 0 on every dimension without a model
+    call; a flagged trajectory was withheld from the judge's prompt."""
 
 
 class BankWrite(BaseModel):
@@ -102,6 +106,9 @@ class ReflectionScoreResponse(BaseModel):
     weights: dict[Dimension, float]
     usage: UsageOut
     timing: Timing
+    judge_addressing: bool = False
+    """True when some judged candidate or the trajectory addressed the judge (see
+    `candidates[i].judge_addressing`)."""
 
 
 class BankRetrieveRequest(BaseModel):

@@ -192,6 +192,11 @@ class VerifyResponse(BaseModel):
     retry: bool
     """True when the step failed and its one retry (Co-ReAct App. A) is still unused."""
     usage: UsageOut
+    judge_addressing: list[str] = Field(default_factory=list)
+    """What in the material addresses the judge, each prefixed with where (`action: ...`,
+    `history: ...`, `criterion 2: ...`); empty for ordinary material. An action that
+    addresses the judge meets no criterion; such a criterion is met by no action; such a
+    history was withheld from the judge."""
 
 
 # --- step rewards (ARCO) ------------------------------------------------------------------
@@ -229,6 +234,9 @@ class ScoredStep(StepOut):
     reward: float | None
     """r_t; null for a failed step (see `failed_steps`)."""
     error: str | None = None
+    judge_addressing: list[str] = Field(default_factory=list)
+    """What in the step's material addresses the judge (as `VerifyResponse.judge_addressing`);
+    an action flagged here met no criterion."""
 
 
 class ScoreResponse(Segmented):
@@ -241,12 +249,21 @@ class ScoreResponse(Segmented):
     outcome is decomposed over the other steps."""
     usage: UsageOut
     timing: Timing
+    judge_addressing: bool = False
+    """True when some step's material addressed the judge (see `steps[i].judge_addressing`)."""
 
 
 # --- listwise reward and ranking (Co-ReAct) -----------------------------------------------
 
 RankingIn = list[int | list[int]]
 """Candidate indices best first; a nested list is a tie: [2, [0, 3], 1]."""
+
+
+class CandidateAddressing(BaseModel):
+    index: int
+    """The candidate's index in the request."""
+    markers: list[str]
+    """What in the candidate addresses the judge."""
 
 
 class ListwiseRewardRequest(BaseModel):
@@ -287,6 +304,9 @@ class RubricRewardOut(BaseModel):
     advantage: float | None
     """Group-relative advantage over the rubrics with a reward (Co-ReAct Eq. 5)."""
     error: str | None = None
+    judge_addressing: list[str] = Field(default_factory=list)
+    """What in this rubric's criteria addresses the judge (`criterion i: ...`); such a
+    criterion is met by no candidate."""
 
 
 class ListwiseRewardResponse(BaseModel):
@@ -296,6 +316,12 @@ class ListwiseRewardResponse(BaseModel):
     rubrics: list[RubricRewardOut]
     usage: UsageOut
     timing: Timing
+    judge_addressing: bool = False
+    """True when a candidate, a rubric or the history addressed the judge."""
+    candidate_addressing: list[CandidateAddressing] = Field(default_factory=list)
+    """The candidates that address the judge (they meet no criterion of any rubric)."""
+    history_addressing: list[str] = Field(default_factory=list)
+    """What in the history addresses the judge (the history was withheld from it)."""
 
 
 class RankRequest(BaseModel):
@@ -339,3 +365,9 @@ class RankResponse(BaseModel):
     seed: int
     usage: UsageOut
     timing: Timing
+    judge_addressing: bool = False
+    """True when a candidate or the history addressed the judge."""
+    candidate_addressing: list[CandidateAddressing] = Field(default_factory=list)
+    """The candidates that address the judge: withheld from every judge and ranked last."""
+    history_addressing: list[str] = Field(default_factory=list)
+    """What in the history addresses the judge (the history was withheld from it)."""

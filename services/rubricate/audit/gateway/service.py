@@ -1,16 +1,29 @@
 """The gateway's side of the audit: hand every scored group to the miner after the trainer
-has its answer. The hand-over is a background task: the scoring's response never waits for
-it, and a failed hand-over is logged and counted, never the trainer's error."""
+has its answer, and every request of the other judge kinds in which something addressed the
+judge (`AuditSubmitter.addressing`, GitHub issue 25). The hand-over is a background task: the
+response never waits for it, and a failed hand-over is logged and counted, never the
+caller's error. With the audit disabled nothing is sent."""
 
 import asyncio
 import contextvars
 import logging
 import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from rubricate.audit.miner.schemas import AuditRollout, AuditSubmission, Submitted
+from rubricate.audit.miner.schemas import (
+    MARKER_LEN,
+    MAX_REPORT_MARKERS,
+    AddressingReportIn,
+    AuditRollout,
+    AuditSubmission,
+    Recorded,
+    Submitted,
+)
 from rubricate.common.metrics import AUDIT_SUBMIT_FAILURES
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.common.upstream import ServiceClient, UpstreamError
+from rubricate_client.schemas.audit import AddressingReport
 from rubricate_client.schemas.rubrics import Rubric
 from rubricate_client.schemas.stagewise import StagewiseScoreRequest, StagewiseScoreResponse
 
@@ -57,6 +70,26 @@ def submission(request: StagewiseScoreRequest, response: StagewiseScoreResponse)
     )
 
 
+AddressingReporter = Callable[[str, AddressingReport], None]
+"""Where a gateway service hands a request in which something addressed the judge (tenant,
+report); it returns at once and never raises (`AuditSubmitter.addressing`)."""
+
+
+def normalized(report: AddressingReport) -> AddressingReportIn | None:
+    """The report as the miner takes it: its markers once each, in order, cut to the limits;
+    None when nothing was found."""
+    unique = list(dict.fromkeys(m[:MARKER_LEN] for m in report.markers if m))
+    if not unique and not report.flagged:
+        return None
+    return AddressingReportIn(
+        kind=report.kind,
+        step=report.step,
+        items=min(report.items, 1_000_000),
+        flagged=min(report.flagged, 1_000_000),
+        markers=unique[:MAX_REPORT_MARKERS] or ["(flagged)"],
+    )
+
+
 class AuditSubmitter:
     def __init__(self, miner: ServiceClient | None) -> None:
         self.miner = miner
@@ -69,19 +102,45 @@ class AuditSubmitter:
         request's deadline does not bound it."""
         if self.miner is None:
             return
-        if len(self._tasks) >= MAX_IN_FLIGHT:
-            AUDIT_SUBMIT_FAILURES.inc()
-            log.warning(
-                "audit.submit_dropped question_id=%s in_flight=%d",
-                response.question_id,
-                len(self._tasks),
-            )
+        self._start(self._send(tenant, request, response), what=response.question_id)
+
+    def addressing(self, tenant: str, report: AddressingReport) -> None:
+        """Hand a flagged request of another judge kind to the audit (the same background
+        hand-over as a scored group; `AddressingReporter`). Never raises."""
+        if self.miner is None:
             return
-        task = asyncio.get_running_loop().create_task(
-            self._send(tenant, request, response), context=contextvars.Context()
-        )
+        try:
+            body = normalized(report)
+        except ValueError as exc:
+            AUDIT_SUBMIT_FAILURES.inc()
+            log.warning("audit.addressing_invalid kind=%s error=%s", report.kind, exc)
+            return
+        if body is not None:
+            self._start(self._send_addressing(tenant, body), what=f"addressing:{report.kind}")
+
+    def _start(self, work: Coroutine[Any, Any, None], *, what: str) -> None:
+        if len(self._tasks) >= MAX_IN_FLIGHT:
+            work.close()
+            AUDIT_SUBMIT_FAILURES.inc()
+            log.warning("audit.submit_dropped what=%s in_flight=%d", what, len(self._tasks))
+            return
+        task = asyncio.get_running_loop().create_task(work, context=contextvars.Context())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _send_addressing(self, tenant: str, report: AddressingReportIn) -> None:
+        assert self.miner is not None
+        try:
+            await self.miner.request(
+                "POST",
+                "/v1/audit/addressing",
+                json=report.model_dump(mode="json"),
+                response_model=Recorded,
+                headers={TENANT_HEADER: tenant},
+            )
+        except (UpstreamError, ValueError) as exc:
+            AUDIT_SUBMIT_FAILURES.inc()
+            log.warning("audit.addressing_failed kind=%s error=%s", report.kind, exc)
 
     async def _send(
         self, tenant: str, request: StagewiseScoreRequest, response: StagewiseScoreResponse

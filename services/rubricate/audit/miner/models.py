@@ -1,5 +1,5 @@
 """Tables of the reward audit, owned by the miner (its workers write the results).
-Migration: 0004."""
+Migrations: 0004 (groups, tenants, replays), 0008 (judge-addressing flags)."""
 
 from datetime import datetime
 from typing import Any
@@ -83,3 +83,26 @@ class AuditReplayRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class AuditAddressingRow(Base):
+    """One request of a judge kind other than stagewise (nugget, step, listwise, rank,
+    reflection) in which the detection found text addressing the judge (GitHub issue 25):
+    who, which kind, the trainer's step when known, how many items it had and how many were
+    flagged, and the markers found (labels such as `action: label or verdict sheet`, never
+    the texts). Counted in the audit's signals; dropped after the signal window."""
+
+    __tablename__ = "audit_addressing"
+    __table_args__ = (
+        Index("ix_audit_addressing_tenant", "tenant", "created_at"),
+        Index("ix_audit_addressing_created_at", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN))
+    kind: Mapped[str] = mapped_column(String(16))
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    items: Mapped[int] = mapped_column(Integer)
+    flagged: Mapped[int] = mapped_column(Integer)
+    markers: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

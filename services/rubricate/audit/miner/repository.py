@@ -17,8 +17,13 @@ from sqlalchemy import Engine, and_, case, delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from rubricate.audit.domain.sampling import audit_reason
-from rubricate.audit.miner.models import AuditGroupRow, AuditReplayRow, AuditTenantRow
-from rubricate.audit.miner.schemas import AuditSubmission
+from rubricate.audit.miner.models import (
+    AuditAddressingRow,
+    AuditGroupRow,
+    AuditReplayRow,
+    AuditTenantRow,
+)
+from rubricate.audit.miner.schemas import AddressingReportIn, AuditSubmission
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
 
@@ -112,6 +117,16 @@ class KeptGroup:
 
 
 NO_PROGRESS = {"total": 0, "done": 0, "failed": 0, "unavailable": 0}
+
+
+@dataclass(frozen=True)
+class AddressingRecord:
+    kind: str
+    step: int | None
+    items: int
+    flagged: int
+    markers: list[str]
+    created_at: datetime
 
 
 class AuditRepository:
@@ -396,15 +411,58 @@ class AuditRepository:
             )
             return [AuditRecord.of(r) for r in rows]
 
+    # --- judge addressing of the other kinds ------------------------------------------------
+
+    def record_addressing(self, tenant: str, report: AddressingReportIn) -> str:
+        row_id = str(uuid.uuid4())
+        with unit_of_work(self.engine, write=True) as session:
+            session.add(
+                AuditAddressingRow(
+                    id=row_id,
+                    tenant=tenant,
+                    kind=report.kind,
+                    step=report.step,
+                    items=report.items,
+                    flagged=report.flagged,
+                    markers=list(report.markers),
+                    created_at=utcnow(),
+                )
+            )
+        return row_id
+
+    def recent_addressing(self, tenant: str, *, since: datetime) -> list[AddressingRecord]:
+        """The tenant's flagged requests recorded since `since`, oldest first."""
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.scalars(
+                select(AuditAddressingRow)
+                .where(AuditAddressingRow.tenant == tenant, AuditAddressingRow.created_at >= since)
+                .order_by(AuditAddressingRow.created_at)
+            )
+            return [
+                AddressingRecord(
+                    kind=r.kind,
+                    step=r.step,
+                    items=r.items,
+                    flagged=r.flagged,
+                    markers=list(r.markers),
+                    created_at=as_utc(r.created_at),
+                )
+                for r in rows
+            ]
+
     def tenants(self) -> list[str]:
         with unit_of_work(self.engine, write=False) as session:
             return list(session.scalars(select(AuditGroupRow.tenant).distinct()))
 
     # --- retention ------------------------------------------------------------------------
 
-    def expire(self, *, now: datetime | None = None) -> int:
+    def expire(
+        self, *, now: datetime | None = None, addressing_before: datetime | None = None
+    ) -> int:
         """Drop the kept submissions (trajectories) whose retention ran out; their summaries
-        and results stay. Returns how many were dropped."""
+        and results stay. With `addressing_before`, also delete the flagged requests of the
+        other kinds recorded before it (they no longer count in any signal). Returns how many
+        submissions were dropped."""
         when = now or utcnow()
         with unit_of_work(self.engine, write=True) as session:
             result = session.execute(
@@ -412,14 +470,26 @@ class AuditRepository:
                 .where(AuditGroupRow.expires_at.is_not(None), AuditGroupRow.expires_at <= when)
                 .values(group=None, expires_at=None)
             )
+            if addressing_before is not None:
+                session.execute(
+                    delete(AuditAddressingRow).where(
+                        AuditAddressingRow.created_at < addressing_before
+                    )
+                )
             return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
     def delete(self, tenant: str, *, question_id: str | None = None) -> int:
-        """Delete a tenant's audit records (of one question, or all)."""
+        """Delete a tenant's audit records (of one question, or all; all also deletes the
+        tenant's flagged requests of the other kinds, which have no question). Returns how
+        many groups were deleted."""
         query = delete(AuditGroupRow).where(AuditGroupRow.tenant == tenant)
         if question_id is not None:
             query = query.where(AuditGroupRow.question_id == question_id)
         with unit_of_work(self.engine, write=True) as session:
+            if question_id is None:
+                session.execute(
+                    delete(AuditAddressingRow).where(AuditAddressingRow.tenant == tenant)
+                )
             return int(session.execute(query).rowcount or 0)  # type: ignore[attr-defined]
 
     # --- replay ---------------------------------------------------------------------------

@@ -7,7 +7,9 @@ from fastapi import APIRouter, Depends, Path, Query, Request, status
 
 from rubricate.audit.miner.schemas import (
     QUESTION_IDS_TEXT_LEN,
+    AddressingReportIn,
     AuditSubmission,
+    Recorded,
     ReplayIn,
     Submitted,
     question_id_list,
@@ -61,6 +63,18 @@ async def submit(
     body: AuditSubmission, service: ServiceDep, tenant: TenantDep = "default"
 ) -> Submitted:
     return await service.submit(body, tenant=tenant)
+
+
+@router.post(
+    "/addressing",
+    response_model=Recorded,
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Take a request of another judge kind in which something addressed the judge",
+)
+async def record_addressing(
+    body: AddressingReportIn, service: ServiceDep, tenant: TenantDep = "default"
+) -> Recorded:
+    return await service.record_addressing(body, tenant=tenant)
 
 
 @router.get("/groups", response_model=AuditList, summary="The latest audited groups")

@@ -2,12 +2,14 @@
 scored. Public shapes (audit views, signals, tenant settings) are in
 `rubricate_client.schemas.audit`."""
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from rubricate.common.errors import ServiceError
 from rubricate.db.limits import QUESTION_ID_LEN
 from rubricate.stagewise.store.schemas import ScoringId
-from rubricate_client.schemas.audit import ReplayRequest
+from rubricate_client.schemas.audit import AddressingReport, ReplayRequest
 from rubricate_client.schemas.rubrics import Judgment, Rubric, Stage, TrainingStep
 
 MAX_AUDIT_ROLLOUTS = 1024
@@ -73,6 +75,27 @@ class AuditSubmission(BaseModel):
     rubrics: list[Rubric]
     """The rubric set the group was scored on (the reference judge gets the same)."""
     rollouts: list[AuditRollout] = Field(min_length=1, max_length=MAX_AUDIT_ROLLOUTS)
+
+
+MAX_REPORT_MARKERS = 32
+MARKER_LEN = 200
+
+
+class AddressingReportIn(AddressingReport):
+    """A flagged request of another judge kind, sent by the gateway after its response
+    (`POST /v1/audit/addressing`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: int = Field(ge=0, le=1_000_000)
+    flagged: int = Field(ge=0, le=1_000_000)
+    markers: list[Annotated[str, StringConstraints(max_length=MARKER_LEN)]] = Field(
+        min_length=1, max_length=MAX_REPORT_MARKERS
+    )
+
+
+class Recorded(BaseModel):
+    id: str
 
 
 class Submitted(BaseModel):

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -20,6 +21,7 @@ from rubricate.audit.domain.signals import (
     pearson,
 )
 from rubricate.audit.miner.repository import (
+    AddressingRecord,
     AuditRecord,
     AuditRepository,
     KeptGroup,
@@ -27,7 +29,13 @@ from rubricate.audit.miner.repository import (
     ReplayRecord,
     TenantAuditSettings,
 )
-from rubricate.audit.miner.schemas import AuditSubmission, ReplayIn, Submitted
+from rubricate.audit.miner.schemas import (
+    AddressingReportIn,
+    AuditSubmission,
+    Recorded,
+    ReplayIn,
+    Submitted,
+)
 from rubricate.audit.settings import AuditSettings
 from rubricate.common.metrics import (
     AUDIT_ADDRESSING_ROLLOUTS,
@@ -37,8 +45,11 @@ from rubricate.common.metrics import (
     AUDIT_GROUPS,
     AUDIT_LENGTH_CORRELATION,
 )
+from rubricate.db.base import utcnow
 from rubricate.llm.prompt_text import manipulation_markers
 from rubricate_client.schemas.audit import (
+    AddressingKindCount,
+    AddressingRequestView,
     AddressingView,
     AuditList,
     AuditResult,
@@ -221,9 +232,26 @@ def trajectories_view(scoring_id: str, kept: KeptGroup) -> ScoringTrajectories:
     )
 
 
+def addressing_by_kind(flags: Sequence[AddressingRecord]) -> dict[str, AddressingKindCount]:
+    """Flagged requests of the other judge kinds, summed by kind."""
+    out: dict[str, AddressingKindCount] = {}
+    for flag in flags:
+        count = out.setdefault(flag.kind, AddressingKindCount(requests=0, items=0, flagged=0))
+        count.requests += 1
+        count.items += flag.items
+        count.flagged += flag.flagged
+    return out
+
+
 def compute_signals(
-    records: Sequence[AuditRecord], *, question_id: str | None, settings: AuditSettings
+    records: Sequence[AuditRecord],
+    *,
+    question_id: str | None,
+    settings: AuditSettings,
+    flags: Sequence[AddressingRecord] = (),
 ) -> AuditSignals:
+    """The signals of the records (stagewise groups, per step) and, unless restricted to a
+    question, of the flagged requests of the other kinds (`flags`, within the window)."""
     by_step: dict[int, list[AuditRecord]] = {}
     for record in records:
         if record.step is not None:
@@ -302,6 +330,19 @@ def compute_signals(
         agreement_drop=drift.drop,
         gaming_candidates=candidates,
         addressing=addressing[-MAX_ADDRESSING_LISTED:],
+        addressing_window_h=settings.addressing_window_h,
+        addressing_by_kind=addressing_by_kind(flags),
+        addressing_requests=[
+            AddressingRequestView(
+                kind=f.kind,
+                step=f.step,
+                items=f.items,
+                flagged=f.flagged,
+                markers=list(f.markers),
+                created_at=f.created_at,
+            )
+            for f in flags[-MAX_ADDRESSING_LISTED:]
+        ],
     )
 
 
@@ -330,6 +371,14 @@ class AuditService:
                 self.queue.submit(tenant, submission.scoring_id)
         return Submitted(scoring_id=submission.scoring_id, status=status)
 
+    async def record_addressing(self, report: AddressingReportIn, *, tenant: str) -> Recorded:
+        """Keep a flagged request of another judge kind for the signals."""
+        row_id = await asyncio.to_thread(self.repo.record_addressing, tenant, report)
+        return Recorded(id=row_id)
+
+    def _addressing_since(self) -> datetime:
+        return utcnow() - timedelta(hours=self.settings.addressing_window_h)
+
     async def get(self, tenant: str, scoring_id: str) -> AuditView | None:
         record = await asyncio.to_thread(self.repo.get, tenant, scoring_id)
         return None if record is None else view(record)
@@ -346,7 +395,15 @@ class AuditService:
                 tenant, question_id=question_id, steps=self.settings.signal_steps
             )
         )
-        return compute_signals(records, question_id=question_id, settings=self.settings)
+        flags: list[AddressingRecord] = []
+        if question_id is None:  # flagged requests of the other kinds have no question
+            since = self._addressing_since()
+            flags = await asyncio.to_thread(
+                lambda: self.repo.recent_addressing(tenant, since=since)
+            )
+        return compute_signals(
+            records, question_id=question_id, settings=self.settings, flags=flags
+        )
 
     async def replay(self, body: ReplayIn, *, tenant: str) -> ReplayJob:
         job = await asyncio.to_thread(self.repo.create_replay, tenant, body.model_dump(mode="json"))
@@ -392,7 +449,7 @@ class AuditService:
     def publish_signals(self) -> None:
         """Recompute every tenant's signals and set the gauges to the worst tenant's value
         (blocking; call from a thread). Also drops the trajectories whose retention ran out."""
-        self.repo.expire()
+        self.repo.expire(addressing_before=self._addressing_since())
         lows: list[float] = []
         drops: list[float] = []
         correlations: list[float] = []

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from rubricate.common.tenancy import TenantDep
 from rubricate.common.upstream import through_upstream
 from rubricate.common.usage import Usage
 from rubricate.nuggets.gateway.service import NuggetService
@@ -34,8 +35,10 @@ NuggetsDep = Annotated[NuggetService, Depends(get_nuggets)]
     response_model=NuggetVerifyResponse,
     summary="Nugget reward of one answer: labels per block, max-pooled, weighted",
 )
-async def verify(body: NuggetVerifyRequest, service: NuggetsDep) -> NuggetVerifyResponse:
-    return await through_upstream(service.verify(body, usage=Usage()))
+async def verify(
+    body: NuggetVerifyRequest, service: NuggetsDep, tenant: TenantDep = "default"
+) -> NuggetVerifyResponse:
+    return await through_upstream(service.verify(body, usage=Usage(), tenant=tenant))
 
 
 @router.post(
@@ -44,6 +47,6 @@ async def verify(body: NuggetVerifyRequest, service: NuggetsDep) -> NuggetVerify
     summary="Nugget rewards of many answers at once; failed items are reported, not zeroed",
 )
 async def verify_batch(
-    body: NuggetVerifyBatchRequest, service: NuggetsDep
+    body: NuggetVerifyBatchRequest, service: NuggetsDep, tenant: TenantDep = "default"
 ) -> NuggetVerifyBatchResponse:
-    return await service.verify_batch(body)
+    return await service.verify_batch(body, tenant)

@@ -7,7 +7,8 @@ labels every (block, nugget) pair in batches and withholds blocks that address t
 stands only where its block carries the nugget's content; 6. max-pool and the reward (core).
 A verifier failure is an error of the request (or of the item, in a batch), never a 0.
 Blocks the verifier withheld are reported (`blocks[i].judge_addressing`, `judge_addressing`
-on the response), never dropped silently (GitHub issue 25).
+on the response), never dropped silently (GitHub issue 25); with a tenant and the audit on,
+a flagged request is handed to the audit (kind `nugget`).
 """
 
 import asyncio
@@ -44,6 +45,7 @@ from rubricate.nuggets.domain.rewards import (
 )
 from rubricate.nuggets.verifier.schemas import NuggetLabelsRequest, NuggetLabelsResponse
 from rubricate_client.errors import DomainError
+from rubricate_client.schemas.audit import AddressingReport
 from rubricate_client.schemas.nuggets import (
     MAX_BATCH_SIZE,
     BatchItemResult,
@@ -60,6 +62,10 @@ from rubricate_client.schemas.nuggets import (
 )
 
 log = logging.getLogger("rubricate.nuggets.gateway.service")
+
+AddressingReporter = Callable[[str, AddressingReport], None]
+"""Where a request in which something addressed the judge is handed to the audit (tenant,
+report): the gateway's `AuditSubmitter.addressing`, which returns at once and never raises."""
 
 
 class NuggetSettings(BaseSettings):
@@ -135,17 +141,22 @@ class NuggetService:
         verifier: ServiceClient | None,
         settings: NuggetSettings,
         labeller: Labeller | None = None,
+        audit: AddressingReporter | None = None,
     ) -> None:
         if verifier is None and labeller is None:
             raise ValueError("a nugget service needs a verifier client or a labeller")
+        self.audit = audit
         self.verifier = verifier
         self.settings = settings
         self.labeller = labeller
         self.rule = settings.grounding_rule()
 
-    async def verify(self, request: NuggetVerifyRequest, *, usage: Usage) -> NuggetVerifyResponse:
+    async def verify(
+        self, request: NuggetVerifyRequest, *, usage: Usage, tenant: str | None = None
+    ) -> NuggetVerifyResponse:
         """Raises DomainError (bad input) or UpstreamError (the verifier failed); the LLM
-        work spent is added to `usage` either way."""
+        work spent is added to `usage` either way. With a tenant, a response that flags
+        blocks addressing the judge is handed to the audit (one answer: one item)."""
         started = time.perf_counter()
         validate_request(request, self.settings)
         n = len(request.nuggets)
@@ -245,6 +256,17 @@ class NuggetService:
             decided,
             response.reward,
         )
+        if response.judge_addressing:
+            _hand_over(
+                self.audit,
+                tenant,
+                AddressingReport(
+                    kind="nugget",
+                    items=1,
+                    flagged=1,
+                    markers=_block_markers(response),
+                ),
+            )
         return response
 
     def _with_prior(
@@ -266,7 +288,11 @@ class NuggetService:
             for block, labels in zip(blocks, labels_by_block, strict=True)
         ]
 
-    async def verify_batch(self, request: NuggetVerifyBatchRequest) -> NuggetVerifyBatchResponse:
+    async def verify_batch(
+        self, request: NuggetVerifyBatchRequest, tenant: str | None = None
+    ) -> NuggetVerifyBatchResponse:
+        """With a tenant, a batch in which some answer addressed the judge is handed to the
+        audit as one report (items: the batch's answers)."""
         started = time.perf_counter()
         if len(request.items) > self.settings.max_batch_items:
             raise DomainError(
@@ -305,6 +331,23 @@ class NuggetService:
         items = list(await asyncio.gather(*(one(i, it) for i, it in enumerate(request.items))))
         failed = sum(1 for item in items if item.error is not None)
         log.info("nuggets.batch items=%d failed=%d", len(items), failed)
+        flagged = [i for i in items if i.result is not None and i.result.judge_addressing]
+        if flagged:
+            _hand_over(
+                self.audit,
+                tenant,
+                AddressingReport(
+                    kind="nugget",
+                    items=len(items),
+                    flagged=len(flagged),
+                    markers=[
+                        f"item {i.index}: {m}"
+                        for i in flagged
+                        if i.result is not None
+                        for m in _block_markers(i.result)
+                    ],
+                ),
+            )
         return NuggetVerifyBatchResponse(
             rewards=[None if item.result is None else item.result.reward for item in items],
             items=items,
@@ -396,3 +439,17 @@ def _soft_reward(results: Sequence[NuggetResult], weights: Sequence[float]) -> f
         else:
             values.append(r.expected_value)
     return reward(values, weights)
+
+
+def _block_markers(response: NuggetVerifyResponse) -> list[str]:
+    """What the answer's blocks hold that addresses the judge, prefixed with the block."""
+    return [f"block {b.index}: {m}" for b in response.blocks for m in b.judge_addressing]
+
+
+def _hand_over(
+    audit: AddressingReporter | None, tenant: str | None, report: AddressingReport
+) -> None:
+    """Hand a request in which something addressed the judge to the audit, when there is an
+    audit and a tenant (the reporter returns at once and never raises)."""
+    if audit is not None and tenant is not None and (report.markers or report.flagged):
+        audit(tenant, report)

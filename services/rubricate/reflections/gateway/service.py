@@ -5,13 +5,15 @@ scoring by id); 2. the two-block format check of every candidate (core); 3. one 
 call per valid candidate, with privileged access to the judgments, retried on failure;
 4. u per candidate (core); 5. the best valid candidate offered to the bank (store), unless a
 candidate could not be judged. A malformed candidate gets u = 0 with its reason; a
-candidate the judge failed on gets no reward and is flagged, never a silent 0.
+candidate the judge failed on gets no reward and is flagged, never a silent 0. What the
+verifier found addressing the judge (GitHub issue 25) is copied per candidate
+(`judge_addressing`) and a flagged request is handed to the audit (kind `reflection`).
 """
 
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 from urllib.parse import quote
 
@@ -45,6 +47,7 @@ from rubricate.reflections.store.schemas import (
 )
 from rubricate.reflections.verifier.schemas import ReflectionScoresRequest, ReflectionScoresResponse
 from rubricate_client.errors import DomainError
+from rubricate_client.schemas.audit import AddressingReport
 from rubricate_client.schemas.reflections import (
     BankRetrieveRequest,
     BankRetrieveResponse,
@@ -64,6 +67,10 @@ from rubricate_client.schemas.stagewise import (
 )
 
 log = logging.getLogger("rubricate.gateway")
+
+AddressingReporter = Callable[[str, AddressingReport], None]
+"""Where a request in which something addressed the judge is handed to the audit (tenant,
+report): the gateway's `AuditSubmitter.addressing`, which returns at once and never raises."""
 
 REFLECTION_CANDIDATES = Counter(
     "rubricate_reflection_candidates_total",
@@ -114,7 +121,9 @@ class ReflectionService:
         store: ServiceClient,
         settings: ReflectionLimits,
         reflection: ReflectionSettings,
+        audit: AddressingReporter | None = None,
     ) -> None:
+        self.audit = audit
         self.verifier = verifier
         self.store = store
         self.settings = settings
@@ -157,6 +166,24 @@ class ReflectionService:
                 usage=usage_out(usage),
             )
 
+        flags = [[] if j.result is None else list(j.result.judge_addressing) for j in judged]
+        for result, found in zip(results, flags, strict=True):
+            result.judge_addressing = found
+        _hand_over(
+            self.audit,
+            tenant,
+            AddressingReport(
+                kind="reflection",
+                items=len(results),
+                flagged=sum(any(m.startswith("candidate:") for m in found) for found in flags),
+                markers=[
+                    f"candidate {i}: {m.partition(': ')[2]}" if m.startswith("candidate:") else m
+                    for i, found in enumerate(flags)
+                    for m in found
+                ],
+                step=request.step,
+            ),
+        )
         qhash = question_hash(request.question)
         bank = await self._write_bank(request, checks, outcomes, results, qhash, headers, clock)
         total = time.perf_counter() - started
@@ -183,6 +210,7 @@ class ReflectionService:
             timing=Timing(
                 total_s=total, upstream_s=upstream, overhead_s=max(0.0, total - upstream)
             ),
+            judge_addressing=any(flags),
         )
 
     async def _evidence(
@@ -482,3 +510,12 @@ def _judged_stages(scores: Mapping[Stage, float | None] | None) -> dict[Stage, f
     if scores is None:
         return None
     return {stage: value for stage, value in scores.items() if value is not None}
+
+
+def _hand_over(
+    audit: AddressingReporter | None, tenant: str | None, report: AddressingReport
+) -> None:
+    """Hand a request in which something addressed the judge to the audit, when there is an
+    audit and a tenant (the reporter returns at once and never raises)."""
+    if audit is not None and tenant is not None and (report.markers or report.flagged):
+        audit(tenant, report)

@@ -87,10 +87,10 @@ class RewardCapabilities:
 
     score_stagewise: Callable[[StagewiseScoreRequest, str], Awaitable[StagewiseScoreResponse]]
     """`POST /v1/stagewise/score` for a tenant."""
-    verify_nuggets: Callable[[NuggetVerifyBatchRequest], Awaitable[NuggetVerifyBatchResponse]]
-    """`POST /v1/nuggets/verify-batch`."""
-    score_steps: Callable[[ScoreRequest], Awaitable[ScoreResponse]]
-    """`POST /v1/steps/score`."""
+    verify_nuggets: Callable[[NuggetVerifyBatchRequest, str], Awaitable[NuggetVerifyBatchResponse]]
+    """`POST /v1/nuggets/verify-batch` for a tenant."""
+    score_steps: Callable[[ScoreRequest, str], Awaitable[ScoreResponse]]
+    """`POST /v1/steps/score` for a tenant."""
 
 
 @dataclass
@@ -381,7 +381,7 @@ async def nugget_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[Sa
                 f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest
             )
         raise DomainError(str(exc.errors()[0]["msg"]), field=field) from exc
-    response = await ctx.capabilities.verify_nuggets(request)
+    response = await ctx.capabilities.verify_nuggets(request, ctx.tenant)
     return [SampleResult(reward=reward) for reward in response.rewards]
 
 
@@ -410,7 +410,7 @@ async def step_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[Samp
             ) from exc
         async with gate:
             try:
-                response = await ctx.capabilities.score_steps(request)
+                response = await ctx.capabilities.score_steps(request, ctx.tenant)
             except ServiceError as exc:
                 if exc.status_code < 500:
                     raise

@@ -5,13 +5,18 @@
   rubric whose calls fail after retries is flagged `error` with a null reward.
 - rank: J judges, each seeing the slate shuffled and relabelled on its own; a judge without
   a parseable ranking after retries is dropped and reported; Borda consensus of the rest.
+
+Candidates, rubric criteria and histories that address the judge (GitHub issue 25) are found
+and withheld by the verifier; the responses say which (`judge_addressing`,
+`candidate_addressing`, `history_addressing`) and, with a tenant, the request is handed to
+the audit (kinds `listwise`, `rank`).
 """
 
 import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 from rubricate.common.errors import ServiceError
@@ -41,8 +46,10 @@ from rubricate.steps.domain.rewards import Criterion, Verdict, make_rubric, weig
 from rubricate.steps.verifier.schemas import LabeledCandidate, RankTaskRequest, RankTaskResponse
 from rubricate_client.constants import RANK_MIN_VALID_JUDGES, REPETITION_MAX_RATE
 from rubricate_client.errors import DomainError
+from rubricate_client.schemas.audit import AddressingReport
 from rubricate_client.schemas.stagewise import Timing
 from rubricate_client.schemas.steps import (
+    CandidateAddressing,
     CriterionOut,
     JudgeOut,
     ListwiseRewardRequest,
@@ -55,13 +62,17 @@ from rubricate_client.schemas.steps import (
 
 log = logging.getLogger("rubricate.steps.gateway.ranking")
 
+AddressingReporter = Callable[[str, AddressingReport], None]
+"""Where a request in which something addressed the judge is handed to the audit (tenant,
+report): the gateway's `AuditSubmitter.addressing`, which returns at once and never raises."""
+
 RubricStatus = Literal["ok", "unparseable", "error"]
 
 
 class StepCalls(Protocol):
     """What ranking needs from the step service: verifier verdicts and history rendering."""
 
-    async def verdicts(
+    async def verdicts_flagged(
         self,
         *,
         question: str,
@@ -70,7 +81,7 @@ class StepCalls(Protocol):
         criteria: Sequence[Criterion],
         clock: WaitClock,
         usage: Usage,
-    ) -> list[Verdict]: ...
+    ) -> tuple[list[Verdict], list[str]]: ...
 
     def history(self, history: Trajectory) -> str: ...
 
@@ -83,6 +94,7 @@ class RankingService:
         judges: Sequence[ServiceClient],
         concurrency: int,
         rank_temperature: float,
+        audit: AddressingReporter | None = None,
     ) -> None:
         if not judges:
             raise ValueError("at least one judge client")
@@ -90,10 +102,13 @@ class RankingService:
         self.judges = list(judges)
         self.concurrency = concurrency
         self.rank_temperature = rank_temperature
+        self.audit = audit
 
     # --- listwise reward ------------------------------------------------------------------
 
-    async def listwise_reward(self, request: ListwiseRewardRequest) -> ListwiseRewardResponse:
+    async def listwise_reward(
+        self, request: ListwiseRewardRequest, tenant: str | None = None
+    ) -> ListwiseRewardResponse:
         started = time.perf_counter()
         n = len(request.candidates)
         consensus, points = _consensus(request, n=n)
@@ -102,10 +117,13 @@ class RankingService:
         clock = WaitClock()
         usage = Usage()
         gate = asyncio.Semaphore(self.concurrency)
+        found = _Found()
 
-        async def score_candidate(criteria: list[Criterion], candidate: str) -> float:
+        async def score_candidate(
+            rubric: int, criteria: list[Criterion], index: int, candidate: str
+        ) -> float:
             async with gate:
-                verdicts = await self.calls.verdicts(
+                verdicts, markers = await self.calls.verdicts_flagged(
                     question=request.question,
                     history=history,
                     action=candidate,
@@ -113,6 +131,7 @@ class RankingService:
                     clock=clock,
                     usage=usage,
                 )
+            found.add(markers, candidate=index, rubric=rubric)
             return weighted_fraction(criteria, [v.satisfied for v in verdicts])
 
         async def one(index: int, text: str) -> RubricRewardOut:
@@ -132,7 +151,7 @@ class RankingService:
                 return _out(index, "ok", criteria=criteria, reward=reward)
             # wait for every call (their usage counts) before judging the outcome
             results = await asyncio.gather(
-                *(score_candidate(criteria, c) for c in request.candidates),
+                *(score_candidate(index, criteria, j, c) for j, c in enumerate(request.candidates)),
                 return_exceptions=True,
             )
             failures = [r for r in results if isinstance(r, BaseException)]
@@ -154,6 +173,8 @@ class RankingService:
             return _out(index, "ok", criteria=criteria, scores=scores, reward=reward)
 
         rubrics = list(await asyncio.gather(*(one(i, t) for i, t in enumerate(request.rubrics))))
+        for r in rubrics:
+            r.judge_addressing = found.rubric_markers(r.index)
         if all(r.status == "error" for r in rubrics):
             raise ServiceError(
                 502,
@@ -171,17 +192,31 @@ class RankingService:
             n,
             sum(r.status == "error" for r in rubrics),
         )
+        candidate_addressing = found.candidates()
+        _hand_over(
+            self.audit,
+            tenant,
+            AddressingReport(
+                kind="listwise",
+                items=n,
+                flagged=len(candidate_addressing),
+                markers=found.all_markers(),
+            ),
+        )
         return ListwiseRewardResponse(
             consensus=consensus,
             borda_points=points,
             rubrics=rubrics,
             usage=usage_out(usage),
             timing=timing_since(started, clock),
+            judge_addressing=found.any(),
+            candidate_addressing=candidate_addressing,
+            history_addressing=found.history,
         )
 
     # --- multi-judge ranking --------------------------------------------------------------
 
-    async def rank(self, request: RankRequest) -> RankResponse:
+    async def rank(self, request: RankRequest, tenant: str | None = None) -> RankResponse:
         started = time.perf_counter()
         n = len(request.candidates)
         judges = request.judges
@@ -198,6 +233,7 @@ class RankingService:
         labels = neutral_labels(n)
         clock = WaitClock()
         gate = asyncio.Semaphore(self.concurrency)
+        found = _Found()
 
         async def one(j: int) -> tuple[JudgeOut, Tiers | None, Usage]:
             seed_j = judge_seed(seed, j)
@@ -226,6 +262,12 @@ class RankingService:
                         clock=clock,
                         usage=spent,
                     )
+                for label, markers in answer.judge_addressing.items():
+                    if label == "history":
+                        found.add([f"history: {m}" for m in markers])
+                    elif label in labels:
+                        index = order[labels.index(label)]
+                        found.add([f"action: {m}" for m in markers], candidate=index)
                 tiers, rationale = labels_to_tiers(answer.ranking, order=order), answer.rationale
             except UpstreamError as exc:
                 error = str(exc)
@@ -264,6 +306,17 @@ class RankingService:
             )
         consensus, points = borda_consensus(valid, n=n)
         log.info("rank.done candidates=%d judges=%d dropped=%d", n, judges, len(dropped))
+        candidate_addressing = found.candidates()
+        _hand_over(
+            self.audit,
+            tenant,
+            AddressingReport(
+                kind="rank",
+                items=n,
+                flagged=len(candidate_addressing),
+                markers=found.all_markers(),
+            ),
+        )
         return RankResponse(
             consensus=consensus,
             borda_points=points,
@@ -272,7 +325,54 @@ class RankingService:
             seed=seed,
             usage=usage_out(usage),
             timing=timing_since(started, clock),
+            judge_addressing=found.any(),
+            candidate_addressing=candidate_addressing,
+            history_addressing=found.history,
         )
+
+
+class _Found:
+    """What the verifier found addressing the judge across one request's calls, each marker
+    once: per candidate (`action: ...`), per rubric (`criterion i: ...`), in the history."""
+
+    def __init__(self) -> None:
+        self._candidates: dict[int, dict[str, None]] = {}
+        self._rubrics: dict[int, dict[str, None]] = {}
+        self._history: dict[str, None] = {}
+
+    def add(
+        self, markers: Sequence[str], *, candidate: int | None = None, rubric: int | None = None
+    ) -> None:
+        for marker in markers:
+            where, _, what = marker.partition(": ")
+            if where == "action" and candidate is not None:
+                self._candidates.setdefault(candidate, {})[what] = None
+            elif where == "history":
+                self._history[what] = None
+            elif where.startswith("criterion") and rubric is not None:
+                self._rubrics.setdefault(rubric, {})[marker] = None
+
+    @property
+    def history(self) -> list[str]:
+        return list(self._history)
+
+    def candidates(self) -> list[CandidateAddressing]:
+        return [
+            CandidateAddressing(index=i, markers=list(markers))
+            for i, markers in sorted(self._candidates.items())
+        ]
+
+    def rubric_markers(self, rubric: int) -> list[str]:
+        return list(self._rubrics.get(rubric, {}))
+
+    def any(self) -> bool:
+        return bool(self._candidates or self._rubrics or self._history)
+
+    def all_markers(self) -> list[str]:
+        out = [f"candidate {i}: {m}" for i, ms in sorted(self._candidates.items()) for m in ms]
+        out += [f"rubric {i}: {m}" for i, ms in sorted(self._rubrics.items()) for m in ms]
+        out += [f"history: {m}" for m in self._history]
+        return out
 
 
 def timing_since(started: float, clock: WaitClock) -> Timing:
@@ -326,3 +426,12 @@ def _out(
         advantage=None,
         error=None if error is None else str(error),
     )
+
+
+def _hand_over(
+    audit: AddressingReporter | None, tenant: str | None, report: AddressingReport
+) -> None:
+    """Hand a request in which something addressed the judge to the audit, when there is an
+    audit and a tenant (the reporter returns at once and never raises)."""
+    if audit is not None and tenant is not None and (report.markers or report.flagged):
+        audit(tenant, report)

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from rubricate.common.tenancy import TenantDep
 from rubricate.common.upstream import through_upstream
 from rubricate.steps.gateway.service import StepsService
 from rubricate_client.endpoints import (
@@ -66,8 +67,10 @@ async def step_rubric(body: StepRubricRequest, service: StepsDep) -> StepRubricR
     response_model=VerifyResponse,
     summary="Verify a proposed action against a step rubric: verdicts, score, pass, feedback",
 )
-async def verify(body: VerifyRequest, service: StepsDep) -> VerifyResponse:
-    return await through_upstream(service.verify(body))
+async def verify(
+    body: VerifyRequest, service: StepsDep, tenant: TenantDep = "default"
+) -> VerifyResponse:
+    return await through_upstream(service.verify(body, tenant))
 
 
 @router.post(
@@ -75,8 +78,10 @@ async def verify(body: VerifyRequest, service: StepsDep) -> VerifyResponse:
     response_model=ScoreResponse,
     summary="Per-step rubrics, verdicts and step rewards that sum to the outcome (ARCO)",
 )
-async def score(body: ScoreRequest, service: StepsDep) -> ScoreResponse:
-    return await service.score(body)
+async def score(
+    body: ScoreRequest, service: StepsDep, tenant: TenantDep = "default"
+) -> ScoreResponse:
+    return await service.score(body, tenant)
 
 
 @router.post(
@@ -84,8 +89,10 @@ async def score(body: ScoreRequest, service: StepsDep) -> ScoreResponse:
     response_model=ListwiseRewardResponse,
     summary="GRPO rewards of sampled rubrics: Spearman vs consensus, atomicity, format",
 )
-async def listwise_reward(body: ListwiseRewardRequest, service: StepsDep) -> ListwiseRewardResponse:
-    return await service.ranking.listwise_reward(body)
+async def listwise_reward(
+    body: ListwiseRewardRequest, service: StepsDep, tenant: TenantDep = "default"
+) -> ListwiseRewardResponse:
+    return await service.ranking.listwise_reward(body, tenant)
 
 
 @router.post(
@@ -93,5 +100,5 @@ async def listwise_reward(body: ListwiseRewardRequest, service: StepsDep) -> Lis
     response_model=RankResponse,
     summary="Multi-judge listwise ranking of a candidate slate, Borda consensus",
 )
-async def rank(body: RankRequest, service: StepsDep) -> RankResponse:
-    return await service.ranking.rank(body)
+async def rank(body: RankRequest, service: StepsDep, tenant: TenantDep = "default") -> RankResponse:
+    return await service.ranking.rank(body, tenant)

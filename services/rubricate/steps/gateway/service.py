@@ -7,13 +7,17 @@
   action; the outcome decomposed over the steps (core). A step whose calls fail after retries
   is flagged and left out of the decomposition; if every step fails the request fails.
 The listwise reward and multi-judge ranking live in `gateway/ranking.py` (`self.ranking`).
+
+Material that addresses the judge (GitHub issue 25) is found and withheld by the verifier;
+its markers are copied into the public responses (`judge_addressing`) and, with a tenant
+and the audit on, handed to the audit (`AddressingReporter`).
 """
 
 import asyncio
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from pydantic import Field
@@ -47,6 +51,7 @@ from rubricate.steps.generator.schemas import StepRubricTaskRequest, StepRubricT
 from rubricate.steps.verifier.schemas import StepVerdictsRequest, StepVerdictsResponse
 from rubricate_client.constants import STEP_MAX_RETRIES
 from rubricate_client.errors import DomainError
+from rubricate_client.schemas.audit import AddressingReport
 from rubricate_client.schemas.steps import (
     CriterionOut,
     MessageIn,
@@ -67,6 +72,10 @@ from rubricate_client.schemas.steps import (
 )
 
 log = logging.getLogger("rubricate.steps.gateway.service")
+
+AddressingReporter = Callable[[str, AddressingReport], None]
+"""Where a request in which something addressed the judge is handed to the audit (tenant,
+report): the gateway's `AuditSubmitter.addressing`, which returns at once and never raises."""
 
 
 class StepSettings(BaseSettings):
@@ -98,9 +107,15 @@ class StepLimits(Protocol):
 
 class StepsService:
     def __init__(
-        self, *, upstreams: Upstreams, settings: StepSettings, gateway: StepLimits
+        self,
+        *,
+        upstreams: Upstreams,
+        settings: StepSettings,
+        gateway: StepLimits,
+        audit: AddressingReporter | None = None,
     ) -> None:
         self.up = upstreams
+        self.audit = audit
         self.settings = settings
         self.gateway = gateway
         self._own_judges = [
@@ -117,6 +132,7 @@ class StepsService:
             judges=self._own_judges or [upstreams.verifier],
             concurrency=settings.concurrency,
             rank_temperature=settings.rank_temperature,
+            audit=audit,
         )
 
     async def aclose(self) -> None:
@@ -199,6 +215,28 @@ class StepsService:
         clock: WaitClock,
         usage: Usage,
     ) -> list[Verdict]:
+        verdicts, _ = await self.verdicts_flagged(
+            question=question,
+            history=history,
+            action=action,
+            criteria=criteria,
+            clock=clock,
+            usage=usage,
+        )
+        return verdicts
+
+    async def verdicts_flagged(
+        self,
+        *,
+        question: str,
+        history: str,
+        action: str,
+        criteria: Sequence[Criterion],
+        clock: WaitClock,
+        usage: Usage,
+    ) -> tuple[list[Verdict], list[str]]:
+        """The verdicts, and what in the material addresses the judge (the verifier's
+        `judge_addressing`: `action: ...`, `history: ...`, `criterion i: ...`)."""
         body = StepVerdictsRequest(
             question=question,
             history=history,
@@ -219,7 +257,7 @@ class StepsService:
                 type="upstream_invalid_response",
                 message=f"{len(out.verdicts)} verdicts for {len(criteria)} criteria",
             )
-        return [Verdict(satisfied=v.satisfied) for v in out.verdicts]
+        return [Verdict(satisfied=v.satisfied) for v in out.verdicts], list(out.judge_addressing)
 
     async def rubric(self, request: StepRubricRequest) -> StepRubricResponse:
         usage = Usage()
@@ -237,10 +275,12 @@ class StepsService:
             criteria=out.criteria, rendered=out.rendered, usage=usage_out(usage)
         )
 
-    async def verify(self, request: VerifyRequest) -> VerifyResponse:
+    async def verify(self, request: VerifyRequest, tenant: str | None = None) -> VerifyResponse:
+        """With a tenant, a request whose material addresses the judge is handed to the
+        audit (kind `step`)."""
         criteria = _criteria_in(request.rubric, field="rubric.criteria")
         usage = Usage()
-        verdicts = await self.verdicts(
+        verdicts, markers = await self.verdicts_flagged(
             question=request.question,
             history=self.history(request.history),
             action=request.action,
@@ -251,6 +291,13 @@ class StepsService:
         score = weighted_fraction(criteria, [v.satisfied for v in verdicts])
         passed = passes(score, threshold=request.threshold)
         log.info("step.verify criteria=%d score=%.3f pass=%s", len(criteria), score, passed)
+        _hand_over(
+            self.audit,
+            tenant,
+            AddressingReport(
+                kind="step", items=1, flagged=_action_flagged(markers), markers=markers
+            ),
+        )
         return VerifyResponse(
             verdicts=_verdicts_out(criteria, verdicts),
             score=score,
@@ -259,11 +306,14 @@ class StepsService:
             feedback=retry_feedback(criteria, verdicts),
             retry=not passed and request.attempt < STEP_MAX_RETRIES,
             usage=usage_out(usage),
+            judge_addressing=markers,
         )
 
     # --- step rewards ---------------------------------------------------------------------
 
-    async def score(self, request: ScoreRequest) -> ScoreResponse:
+    async def score(self, request: ScoreRequest, tenant: str | None = None) -> ScoreResponse:
+        """With a tenant, a trajectory in which some step's material addresses the judge is
+        handed to the audit (kind `step`, one report for the request)."""
         started = time.perf_counter()
         if (request.trajectory is None) == (request.steps is None):
             raise DomainError("give exactly one of `trajectory` and `steps`", field="trajectory")
@@ -291,6 +341,7 @@ class StepsService:
         clock = WaitClock()
         usage = Usage()
         gate = asyncio.Semaphore(self.settings.concurrency)
+        flags: list[list[str]] = [[] for _ in range(n)]
 
         async def one(i: int) -> tuple[list[Criterion] | None, list[Verdict], str | None]:
             criteria = given[i]
@@ -308,7 +359,7 @@ class StepsService:
                             usage=usage,
                         )
                 async with gate:
-                    verdicts = await self.verdicts(
+                    verdicts, flags[i] = await self.verdicts_flagged(
                         question=request.question,
                         history=history,
                         action=seg.action(i),
@@ -352,10 +403,21 @@ class StepsService:
                     share=share_of.get(i),
                     reward=reward_of.get(i),
                     error=error,
+                    judge_addressing=flags[i],
                 )
             )
         failed = [i for i in range(n) if i not in reward_of]
         log.info("steps.scored steps=%d failed=%d decomposition=%s", n, len(failed), split.method)
+        _hand_over(
+            self.audit,
+            tenant,
+            AddressingReport(
+                kind="step",
+                items=n,
+                flagged=sum(_action_flagged(found) for found in flags),
+                markers=[f"step {i}: {m}" for i, found in enumerate(flags) for m in found],
+            ),
+        )
         return ScoreResponse(
             markup=seg.markup,
             rendered=rendered,
@@ -366,10 +428,16 @@ class StepsService:
             failed_steps=failed,
             usage=usage_out(usage),
             timing=timing_since(started, clock),
+            judge_addressing=any(flags),
         )
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _action_flagged(markers: Sequence[str]) -> int:
+    """1 when the action itself addresses the judge (not only its history or criteria)."""
+    return int(any(m.startswith("action:") for m in markers))
 
 
 def _criteria_in(rubric: StepRubricIn, *, field: str) -> list[Criterion]:
@@ -423,3 +491,12 @@ def message_to_core(message: MessageIn) -> ChatMessage:
     return ChatMessage(
         role=message.role, content=content, tool_calls=calls, tool_call_id=message.tool_call_id
     )
+
+
+def _hand_over(
+    audit: AddressingReporter | None, tenant: str | None, report: AddressingReport
+) -> None:
+    """Hand a request in which something addressed the judge to the audit, when there is an
+    audit and a tenant (the reporter returns at once and never raises)."""
+    if audit is not None and tenant is not None and (report.markers or report.flagged):
+        audit(tenant, report)
