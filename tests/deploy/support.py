@@ -64,6 +64,7 @@ GAUGES: dict[str, frozenset[str]] = {
     "rubricate_llm_circuit_open": frozenset({"backend"}),
     "rubricate_llm_concurrency_limit": frozenset({"backend", "judge"}),
     "rubricate_llm_in_flight": frozenset({"backend", "judge"}),
+    "rubricate_audit_addressing_flagged": frozenset({"kind"}),
     "rubricate_group_waiters": frozenset(),
     "rubricate_pending_rollouts": frozenset(),
     "rubricate_llm_queued": frozenset({"backend", "judge", "lane"}),

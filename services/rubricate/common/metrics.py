@@ -249,6 +249,12 @@ AUDIT_LENGTH_CORRELATION = Gauge(
     "rubricate_audit_length_correlation_max",
     "Largest correlation of reward with trajectory length at the latest step, over tenants.",
 )
+AUDIT_ADDRESSING_FLAGGED = Gauge(
+    "rubricate_audit_addressing_flagged",
+    "Items of nugget, step, listwise, rank and reflection requests that addressed the judge, "
+    "within the audit's addressing window, all tenants, by kind.",
+    ["kind"],
+)
 AUDIT_ADDRESSING_ROLLOUTS = Gauge(
     "rubricate_audit_addressing_rollouts",
     "Rollouts whose trajectory addresses the judge, within the signal window, all tenants.",

@@ -274,3 +274,28 @@ async def test_the_reference_judges_calls_go_in_the_background_lane() -> None:
     assert judged and recording.lanes
     assert set(recording.lanes) == {"background"}
     assert current_lane() == "live"  # the caller's own calls stay live
+
+
+def test_the_flagged_requests_of_other_judge_kinds_reach_the_gauge(
+    pg_engine: Engine, tenant: str
+) -> None:
+    """`publish_signals` sets `rubricate_audit_addressing_flagged{kind}` from the recorded
+    reports of every tenant (within the addressing window)."""
+    from prometheus_client import REGISTRY
+
+    from rubricate.audit.miner.schemas import AddressingReportIn
+
+    def gauge(kind: str) -> float:
+        value = REGISTRY.get_sample_value("rubricate_audit_addressing_flagged", {"kind": kind})
+        return value or 0.0
+
+    service, _ = service_for(pg_engine, fraction=0.0)
+    service.publish_signals()
+    before = {kind: gauge(kind) for kind in ("nugget", "step", "rank")}
+    for kind, flagged in (("nugget", 2), ("nugget", 1), ("step", 1)):
+        report = AddressingReportIn(kind=kind, items=3, flagged=flagged, markers=["x"])
+        service.repo.record_addressing(tenant, report)
+    service.publish_signals()
+    assert gauge("nugget") - before["nugget"] == 3
+    assert gauge("step") - before["step"] == 1
+    assert gauge("rank") == before["rank"]

@@ -450,6 +450,16 @@ class AuditRepository:
                 for r in rows
             ]
 
+    def addressing_by_kind(self, *, since: datetime) -> dict[str, int]:
+        """Flagged items recorded since `since`, all tenants, by kind."""
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.execute(
+                select(AuditAddressingRow.kind, func.sum(AuditAddressingRow.flagged))
+                .where(AuditAddressingRow.created_at >= since)
+                .group_by(AuditAddressingRow.kind)
+            )
+            return {str(kind): int(total or 0) for kind, total in rows}
+
     def tenants(self) -> list[str]:
         with unit_of_work(self.engine, write=False) as session:
             return list(session.scalars(select(AuditGroupRow.tenant).distinct()))

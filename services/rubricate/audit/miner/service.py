@@ -9,7 +9,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -38,6 +38,7 @@ from rubricate.audit.miner.schemas import (
 )
 from rubricate.audit.settings import AuditSettings
 from rubricate.common.metrics import (
+    AUDIT_ADDRESSING_FLAGGED,
     AUDIT_ADDRESSING_ROLLOUTS,
     AUDIT_AGREEMENT_DROP,
     AUDIT_AGREEMENT_LAST,
@@ -48,6 +49,7 @@ from rubricate.common.metrics import (
 from rubricate.db.base import utcnow
 from rubricate.llm.prompt_text import manipulation_markers
 from rubricate_client.schemas.audit import (
+    AddressingKind,
     AddressingKindCount,
     AddressingRequestView,
     AddressingView,
@@ -474,6 +476,9 @@ class AuditService:
         AUDIT_LENGTH_CORRELATION.set(max(correlations) if correlations else math.nan)
         AUDIT_GAMING_CANDIDATES.set(candidates)
         AUDIT_ADDRESSING_ROLLOUTS.set(flagged)
+        by_kind = self.repo.addressing_by_kind(since=self._addressing_since())
+        for kind in get_args(AddressingKind):
+            AUDIT_ADDRESSING_FLAGGED.labels(kind).set(by_kind.get(kind, 0))
 
 
 async def refresh_signals_forever(service: AuditService, *, interval_s: float = 30.0) -> None:
