@@ -168,7 +168,7 @@ async def test_a_worker_audits_queued_groups_with_the_configured_reference(stack
         live,
         scoring_id="sc_" + uuid.uuid4().hex,
         question_id="q2",
-        step=3,
+        step=4,  # its own step: a step's first groups are audited up to the audit's share
         texts=[t.replace("answer 0", f"answer 0 {FAIL}") for t in policy_texts(1)],
     )
     for body in (gamed, failing):
