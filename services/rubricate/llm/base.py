@@ -109,3 +109,30 @@ class LLMBackend(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release resources (HTTP pools, model memory)."""
+
+
+class WrappingBackend(LLMBackend):
+    """A backend that wraps another (the judge cache, the circuit breaker, the limiter): it
+    takes the wrapped one's names and capabilities, and passes on what it does not change."""
+
+    def __init__(self, inner: LLMBackend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.model = inner.model
+        self.supports_choice_scoring = inner.supports_choice_scoring
+        self.supports_reply_prefix = inner.supports_reply_prefix
+
+    def __getattr__(self, name: str) -> Any:
+        """Capabilities of the wrapped backend (e.g. logprob support) stay visible."""
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    async def choice_scoring_problem(self) -> str | None:
+        return await self.inner.choice_scoring_problem()
+
+    async def ready(self) -> bool:
+        return await self.inner.ready()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -11,10 +11,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rubricate.common.metrics import CIRCUIT_OPEN
-from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.base import (
+    ChoiceScores,
+    Completion,
+    GenerationParams,
+    LLMBackend,
+    Message,
+    WrappingBackend,
+)
 from rubricate.llm.errors import TransportError
 
 log = logging.getLogger("rubricate.llm.circuit")
@@ -31,7 +38,7 @@ class CircuitOpenError(TransportError):
         super().__init__(message, retry_after_s=retry_after_s)
 
 
-class CircuitBreakerBackend(LLMBackend):
+class CircuitBreakerBackend(WrappingBackend):
     def __init__(
         self,
         inner: LLMBackend,
@@ -42,11 +49,7 @@ class CircuitBreakerBackend(LLMBackend):
     ) -> None:
         if failure_threshold < 1 or cooldown_s <= 0:
             raise ValueError("failure_threshold must be >= 1 and cooldown_s > 0")
-        self.inner = inner
-        self.name = inner.name
-        self.model = inner.model
-        self.supports_choice_scoring = inner.supports_choice_scoring
-        self.supports_reply_prefix = inner.supports_reply_prefix
+        super().__init__(inner)
         self.failure_threshold = failure_threshold
         self.cooldown_s = cooldown_s
         self._clock = clock
@@ -113,17 +116,5 @@ class CircuitBreakerBackend(LLMBackend):
         CIRCUIT_OPEN.labels(self.name).set(0)
         return result
 
-    def __getattr__(self, name: str) -> Any:
-        """Capabilities of the wrapped backend (e.g. logprob support) stay visible."""
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    async def choice_scoring_problem(self) -> str | None:
-        return await self.inner.choice_scoring_problem()
-
     async def ready(self) -> bool:
         return self.state != "open" and await self.inner.ready()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

@@ -26,6 +26,7 @@ from rubricate.llm.base import (
     LLMBackend,
     Message,
     TokenLogprob,
+    WrappingBackend,
 )
 
 log = logging.getLogger("rubricate.llm.cache")
@@ -121,16 +122,12 @@ def _load(raw: str) -> Completion:
     )
 
 
-class CachingBackend(LLMBackend):
+class CachingBackend(WrappingBackend):
     """Wraps a backend; caches and coalesces its temperature-0 calls."""
 
     def __init__(self, inner: LLMBackend, cache: CompletionCache) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
-        self.name = inner.name
-        self.model = inner.model
-        self.supports_choice_scoring = inner.supports_choice_scoring
-        self.supports_reply_prefix = inner.supports_reply_prefix
         self._in_flight: dict[str, asyncio.Future[Completion]] = {}
 
     async def complete(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
@@ -177,18 +174,6 @@ class CachingBackend(LLMBackend):
         """Not cached: one forward pass over a mostly KV-cached prompt costs little."""
         return await self.inner.score_choices(messages, reply_prefix=reply_prefix, choices=choices)
 
-    def __getattr__(self, name: str) -> Any:
-        """Capabilities of the wrapped backend (e.g. logprob support) stay visible."""
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    async def choice_scoring_problem(self) -> str | None:
-        return await self.inner.choice_scoring_problem()
-
-    async def ready(self) -> bool:
-        return await self.inner.ready()
-
     async def aclose(self) -> None:
         await self.cache.aclose()
-        await self.inner.aclose()
+        await super().aclose()

@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from rubricate.common.metrics import (
     LLM_JUDGE_BACKOFFS,
@@ -47,7 +47,14 @@ from rubricate.common.metrics import (
     LLM_JUDGE_QUEUED,
 )
 from rubricate.common.upstream import time_left
-from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
+from rubricate.llm.base import (
+    ChoiceScores,
+    Completion,
+    GenerationParams,
+    LLMBackend,
+    Message,
+    WrappingBackend,
+)
 from rubricate.llm.errors import DeadlineExceeded, TransportError
 from rubricate.llm.limit import AdaptiveLimit, LimitConfig, Overload, RateWindow
 from rubricate.llm.settings import LLMSettings
@@ -497,16 +504,12 @@ def estimate_tokens(messages: Sequence[Message], max_tokens: int) -> float:
     return chars / CHARS_PER_TOKEN + 4 * len(messages) + max_tokens
 
 
-class LimitedBackend(LLMBackend):
+class LimitedBackend(WrappingBackend):
     """A backend behind its `JudgeLimiter`."""
 
     def __init__(self, inner: LLMBackend, limiter: JudgeLimiter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.limiter = limiter
-        self.name = inner.name
-        self.model = inner.model
-        self.supports_choice_scoring = inner.supports_choice_scoring
-        self.supports_reply_prefix = inner.supports_reply_prefix
 
     async def complete(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
         async with self.limiter.call(tokens=estimate_tokens(messages, params.max_tokens)) as out:
@@ -527,18 +530,6 @@ class LimitedBackend(LLMBackend):
             out.answer(prompt_tokens=result.prompt_tokens, completion_tokens=1)
             return result
 
-    def __getattr__(self, name: str) -> Any:
-        """Capabilities of the wrapped backend stay visible."""
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    async def choice_scoring_problem(self) -> str | None:
-        return await self.inner.choice_scoring_problem()
-
-    async def ready(self) -> bool:
-        return await self.inner.ready()
-
     async def aclose(self) -> None:
         self.limiter.close()
-        await self.inner.aclose()
+        await super().aclose()
