@@ -771,6 +771,10 @@ class _Watch:
     slots: dict[int, list[asyncio.Future[str]]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
 
+    def waiting_slots(self) -> list[int]:
+        """The slots a caller still waits on."""
+        return [s for s, fs in self.slots.items() if any(not f.done() for f in fs)]
+
 
 class Rendezvous:
     def __init__(
@@ -791,17 +795,11 @@ class Rendezvous:
         self._errors: dict[tuple[str, str], BaseException] = {}
         self._watches: dict[tuple[str, str], _Watch] = {}
         self._leading: set[tuple[str, str]] = set()
-        self._waiters = 0
 
     @property
     def _ttl_s(self) -> float:
         """Lifetime of an instance's entries, renewed by its leader while it works."""
         return self.wait_s + self.lease_s
-
-    @property
-    def waiting(self) -> int:
-        """Callers of this replica waiting for results."""
-        return self._waiters
 
     async def gather(
         self,
@@ -858,7 +856,6 @@ class Rendezvous:
 
     async def _wait(self, refs: Sequence[Ref], *, window_s: float, score: Scorer) -> list[str]:
         futures = [self._watch(ref, window_s=window_s, score=score) for ref in refs]
-        self._waiters += 1
         GROUP_WAITERS.inc()
         try:
             async with asyncio.timeout(window_s + self.wait_s):
@@ -872,7 +869,6 @@ class Rendezvous:
                 f"the group was not scored within {window_s + self.wait_s:.0f}s"
             ) from None
         finally:
-            self._waiters -= 1
             GROUP_WAITERS.dec()
             for future in futures:
                 if not future.done():
@@ -909,13 +905,13 @@ class Rendezvous:
         check the leader's lease once per lease period (one takeover, by whoever claims)."""
         key = (group, instance)
         try:
-            while any(not f.done() for fs in watch.slots.values() for f in fs):
+            while watch.waiting_slots():
                 seen = self.store.signals.count(group, instance)
                 # this replica's own leader hands its callers the results; any other instance
                 # is checked now (a slot may be scored already), then at each signal or
                 # lease period
                 if key not in self._leading:
-                    slots = [s for s, fs in watch.slots.items() if any(not f.done() for f in fs)]
+                    slots = watch.waiting_slots()
                     owner = uuid.uuid4().hex
                     found = await self.store.check(
                         group, instance, slots, owner=owner, lease_s=self.lease_s
@@ -929,15 +925,13 @@ class Rendezvous:
                     if found.gone:
                         self._fail(watch, RendezvousError("the group expired before it was scored"))
                         return
-                    if not any(not f.done() for fs in watch.slots.values() for f in fs):
+                    if not watch.waiting_slots():
                         return
                 await self.store.signals.wait(group, instance, seen=seen, within_s=self.lease_s)
         except Exception as exc:  # the store failed: every caller of the watch hears it
             self._fail(watch, RendezvousError(f"{type(exc).__name__}: {exc}"))
         finally:
-            if self._watches.get(key) is watch and not any(
-                not f.done() for fs in watch.slots.values() for f in fs
-            ):
+            if self._watches.get(key) is watch and not watch.waiting_slots():
                 del self._watches[key]
 
     @staticmethod

@@ -116,10 +116,6 @@ class TenantConcurrencyMiddleware:
         self.app = app
         self.admission = Admission(budget=max_in_flight, retry_after_s=retry_after_s)
 
-    @property
-    def max_in_flight(self) -> int:
-        return self.admission.budget
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or is_own_session(scope):
             await self.app(scope, receive, send)

@@ -3,6 +3,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rubricate.common.tenant_limits import DEFAULT_PENDING_ROLLOUTS
+
 
 class GatewaySettings(BaseSettings):
     """Gateway settings (env prefix RUBRICATE_GATEWAY_)."""
@@ -33,7 +35,7 @@ class GatewaySettings(BaseSettings):
     """Lease of a key whose first request is still running, renewed by its owner every
     third of it: when the owner dies (a gateway crash, a Redis restart) a retry takes the
     key over after at most this long instead of waiting the whole model timeout."""
-    max_in_flight_per_tenant: int = Field(default=16_384, ge=1)
+    max_in_flight_per_tenant: int = Field(default=DEFAULT_PENDING_ROLLOUTS, ge=1)
     """Admission: rollouts pending per tenant on one replica (a request counts its rollouts,
     `/get_reward` samples or stagewise rollouts, any other request 1). Work queues up to it;
     past it a request gets 429 with Retry-After. The default holds four steps of 256 x 16
