@@ -21,7 +21,7 @@ from rubricate.common.rendezvous import (
     RendezvousStore,
     Scored,
 )
-from rubricate.common.upstream import current_deadline, deadline_scope
+from rubricate.common.deadlines import current_deadline, deadline_scope
 
 RETENTION_S = 60.0
 

@@ -27,6 +27,7 @@ from rubricate.common.logging import ACCESS_LOGGER, MAX_REQUEST_ID_CHARS, REQUES
 from rubricate.common.loop_lag import DEFAULT_INTERVAL_S, with_loop_lag
 from rubricate.common.metrics import HTTP_LATENCY
 from rubricate.common.request_guards import DEFAULT_BODY_TIMEOUT_S, RequestGuardMiddleware
+from rubricate.common.upstream import UpstreamError, upstream_error
 from rubricate_client.schemas.errors import ErrorResponse
 
 ReadinessCheck = Callable[[FastAPI], Awaitable[tuple[bool, str]]]
@@ -176,13 +177,14 @@ def create_service_app(
     `body_timeout_s`: default RUBRICATE_HTTP_BODY_TIMEOUT_S (60 s).
     `own_session_prefixes`: paths that sign their users in themselves (the console).
     `error_mappings`: exceptions the routes let through, each answered as its `ServiceError`
-    (`common.errors.install_error_mappings`)."""
+    (`common.errors.install_error_mappings`); a failed upstream call (`UpstreamError`) is
+    mapped on every app, so routes that call another service just await it."""
     http = HTTPSettings()
     if http.loop_lag_interval_s > 0:
         lifespan = with_loop_lag(service, lifespan, interval_s=http.loop_lag_interval_s)
     app = FastAPI(title=title, lifespan=lifespan, responses=ERROR_RESPONSES)
     install_error_handlers(app)
-    install_error_mappings(app, error_mappings or {})
+    install_error_mappings(app, {UpstreamError: upstream_error, **(error_mappings or {})})
     # added first = innermost: request ids, limits and latency wrap the authentication
     for item in reversed(middleware):
         app.add_middleware(item.cls, *item.args, **item.kwargs)

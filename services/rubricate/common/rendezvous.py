@@ -49,7 +49,7 @@ from redis.exceptions import RedisError
 
 from rubricate.common.metrics import GROUP_WAITERS
 from rubricate.common.redis_client import CancellableRedis, redis_client
-from rubricate.common.upstream import deadline_scope
+from rubricate.common.deadlines import deadline_scope
 
 log = logging.getLogger("rubricate.common.rendezvous")
 

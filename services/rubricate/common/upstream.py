@@ -2,38 +2,36 @@
 and LLM-usage accounting, and one mapping of upstream failures to the caller's error.
 
 Every internal call goes through `ServiceClient`: the gateway to the model servers, the store
-and the miner (JSON and streamed bodies), and the miner's workers to the model servers.
+and the miner (JSON and streamed bodies), and the miner's workers to the model servers. An
+internal route is an `Endpoint` value declared once (each capability's `endpoints` module)
+and called with `ServiceClient.call`; path segments are escaped there, by `Endpoint.url_path`.
+A failed call raises `UpstreamError`, which every service app maps to the caller's error once
+(`upstream_failure`, registered by `common.app.create_service_app`): routes just await.
 
-Deadlines travel with a request. A caller may send `X-Rubricate-Deadline` (or the standard
-`Request-Timeout`): the seconds it will wait. `DeadlineMiddleware` turns that into a
-request-scoped deadline (`current_deadline()`), answers 504 `deadline_exceeded` in the one
-error shape when it passes, and every `ServiceClient` call made while serving the request
-bounds its timeout by the time left and forwards that time left in `X-Rubricate-Deadline`,
-so the model server drops the work the caller no longer waits for.
+Deadlines (`common.deadlines`) bound every call; the wait clock, LLM usage and forwarded
+headers of the request being served come from its `common.request_context`.
 """
 
 import asyncio
-import contextvars
 import logging
-import math
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rubricate.common.auth import internal_headers
-from rubricate.common.errors import ServiceError, error_json
+from rubricate.common.deadlines import DEADLINE_HEADER, current_deadline
+from rubricate.common.errors import ServiceError
 from rubricate.common.http_pool import ShardedClient
 from rubricate.common.logging import forward_headers
 from rubricate.common.metrics import UPSTREAM_ERRORS
+from rubricate.common.request_context import WaitClock, current_context
 from rubricate.common.usage import Usage
+from rubricate_client.endpoints import Endpoint
 from rubricate_client.schemas.common import UsageOut
 
 T = TypeVar("T", bound=BaseModel)
@@ -47,116 +45,6 @@ re-sent (the upstream may still be working on it, e.g. a model-server task)."""
 """Statuses retried by default: the upstream is briefly unavailable, the call can be re-sent."""
 MAX_BACKOFF_S = 8.0
 BASE_BACKOFF_S = 0.25
-
-DEADLINE_HEADER: Final = "X-Rubricate-Deadline"
-"""Seconds the caller will still wait for the answer (a positive number): sent by a trainer
-to the gateway, and by every `ServiceClient` call with the time left of the request served."""
-TIMEOUT_HEADER: Final = "Request-Timeout"
-"""Accepted as a synonym of `DEADLINE_HEADER` (seconds)."""
-MAX_DEADLINE_S: Final = 24 * 3600.0
-
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "rubricate_deadline", default=None
-)
-
-
-def current_deadline() -> float | None:
-    """The `time.monotonic()` value by which the request being served must be answered."""
-    return _DEADLINE.get()
-
-
-def time_left() -> float | None:
-    """Seconds left before the current request's deadline (<= 0 once passed), or None."""
-    deadline = _DEADLINE.get()
-    return None if deadline is None else deadline - time.monotonic()
-
-
-@contextmanager
-def deadline_scope(seconds: float | None, *, replace: bool = False) -> Iterator[None]:
-    """Run the block under a deadline `seconds` from now (None: no deadline of its own),
-    never later than a deadline already in force, unless `replace` (work that outlives the
-    request that started it, such as a group scored for several requests, sets its own or
-    none: tasks copy the deadline of the request that creates them)."""
-    deadline = None if seconds is None else time.monotonic() + seconds
-    outer = None if replace else _DEADLINE.get()
-    if outer is not None and (deadline is None or outer < deadline):
-        deadline = outer
-    token = _DEADLINE.set(deadline)
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
-
-
-def parse_deadline_header(value: str) -> float:
-    """Seconds from a deadline header; ValueError unless a positive finite number."""
-    seconds = float(value.strip())
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError("must be a positive number of seconds")
-    return min(seconds, MAX_DEADLINE_S)
-
-
-class DeadlineMiddleware:
-    """A request's deadline from `X-Rubricate-Deadline` (or `Request-Timeout`) seconds.
-
-    The deadline is in force while the request is served (`current_deadline()`); if it passes
-    before the response starts, the work is cancelled and the answer is 504
-    `deadline_exceeded` in the one error shape: a request the caller gave up on is dropped,
-    never answered with a made-up score. A malformed header is a 400 naming it. Without the
-    header nothing changes. Plain ASGI, like the other middleware on the hot path.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        raw, name = headers.get(DEADLINE_HEADER.lower().encode()), DEADLINE_HEADER
-        if raw is None:
-            raw, name = headers.get(TIMEOUT_HEADER.lower().encode()), TIMEOUT_HEADER
-        if raw is None:
-            await self.app(scope, receive, send)
-            return
-        try:
-            seconds = parse_deadline_header(raw.decode("latin-1"))
-        except ValueError as exc:
-            response = error_json(
-                Request(scope, receive),
-                400,
-                type="invalid_header",
-                message=f"{name}: {exc}",
-                field=name,
-            )
-            await response(scope, receive, send)
-            return
-        started = False
-
-        async def tracked_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        with deadline_scope(seconds):
-            try:
-                async with asyncio.timeout(seconds):
-                    await self.app(scope, receive, tracked_send)
-            except TimeoutError:
-                if started:
-                    raise
-                log.warning("request.deadline_exceeded path=%s seconds=%g", scope["path"], seconds)
-                response = error_json(
-                    Request(scope, receive),
-                    504,
-                    type="deadline_exceeded",
-                    message=f"the request's deadline ({name}: {seconds:g} s) passed before "
-                    "it was answered; its work was dropped",
-                )
-                await response(scope, receive, send)
-
 
 class UpstreamError(Exception):
     """An upstream service failed; carries its status, error type, field and LLM usage."""
@@ -200,40 +88,10 @@ def upstream_failure(exc: UpstreamError) -> ServiceError:
     )
 
 
-R = TypeVar("R")
-
-
-async def through_upstream(call: Awaitable[R]) -> R:
-    """Await a call that reaches an upstream service; its failure becomes the caller's error
-    (`upstream_failure`). What a gateway route that forwards a call returns."""
-    try:
-        return await call
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
-
-
-class WaitClock:
-    """Union of the wall-clock intervals a request spent waiting on upstream services."""
-
-    def __init__(self) -> None:
-        self._intervals: list[tuple[float, float]] = []
-
-    def add(self, start: float, end: float) -> None:
-        self._intervals.append((start, end))
-
-    def total(self) -> float:
-        total = 0.0
-        cur_start = cur_end = None
-        for start, end in sorted(self._intervals):
-            if cur_end is None or start > cur_end:
-                if cur_end is not None and cur_start is not None:
-                    total += cur_end - cur_start
-                cur_start, cur_end = start, end
-            else:
-                cur_end = max(cur_end, end)
-        if cur_end is not None and cur_start is not None:
-            total += cur_end - cur_start
-        return total
+def upstream_error(exc: Exception) -> ServiceError:
+    """`upstream_failure` as an app-level error mapping (`common.app.create_service_app`)."""
+    assert isinstance(exc, UpstreamError)
+    return upstream_failure(exc)
 
 
 def is_timeout(exc: httpx.TransportError) -> bool:
@@ -329,6 +187,11 @@ class ServiceClient:
         The LLM usage an error body reports is added to `usage` for every failed attempt,
         retried ones included (a failed model call was still paid for)."""
         attempt = 0
+        ctx = current_context()
+        if ctx is not None:
+            clock = clock if clock is not None else ctx.clock
+            usage = usage if usage is not None else ctx.usage
+            headers = {**ctx.headers, **headers} if headers else ctx.headers
         sent_headers = forward_headers(headers)  # + X-Request-ID of the request being served
         if deadline is None:
             deadline = current_deadline()
@@ -445,6 +308,33 @@ class ServiceClient:
         if usage is not None and isinstance(reported, UsageOut):
             usage.merge(reported)
         return out
+
+    async def call(
+        self,
+        endpoint: Endpoint[Any, T],
+        body: BaseModel | Mapping[str, Any] | None = None,
+        *,
+        path: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        retry: bool = True,
+        deadline: float | None = None,
+    ) -> T:
+        """Call an internal route declared as `endpoint`: its path parameters from `path`
+        (each segment escaped by `Endpoint.url_path`), `body` sent as JSON, the answer
+        validated as the endpoint's response model. Usage, clock and headers of the current
+        `request_context` are accounted."""
+        json = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
+        return await self.request(
+            endpoint.method,
+            endpoint.url_path(dict(path or {})),
+            response_model=endpoint.response,
+            json=json,
+            params=params,
+            headers=headers,
+            retry=retry,
+            deadline=deadline,
+        )
 
     async def task(
         self,

@@ -17,13 +17,8 @@ from rubricate.common.idempotency import (
 )
 from rubricate.common.tenant_limits import TenantConcurrencyMiddleware
 from rubricate.common.token_routes import router as token_router
-from rubricate.common.upstream import (
-    RETRY_STATUSES,
-    DeadlineMiddleware,
-    ServiceClient,
-    Upstreams,
-    through_upstream,
-)
+from rubricate.common.deadlines import DeadlineMiddleware
+from rubricate.common.upstream import RETRY_STATUSES, ServiceClient, Upstreams
 from rubricate.console.routes import PREFIX as CONSOLE_PREFIX
 from rubricate.console.routes import router as console_router
 from rubricate.console.settings import ConsoleSettings
@@ -115,7 +110,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         async def score_stagewise(
             request: StagewiseScoreRequest, tenant: str
         ) -> StagewiseScoreResponse:
-            return await through_upstream(stagewise.score(request, tenant=tenant))
+            return await stagewise.score(request, tenant=tenant)
 
         capabilities = RewardCapabilities(  # what the kinds' public routes call
             score_stagewise=score_stagewise,

@@ -46,7 +46,7 @@ from rubricate.common.metrics import (
     LLM_JUDGE_LIMIT,
     LLM_JUDGE_QUEUED,
 )
-from rubricate.common.upstream import time_left
+from rubricate.common.deadlines import time_left
 from rubricate.llm.base import (
     ChoiceScores,
     Completion,

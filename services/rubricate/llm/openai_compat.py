@@ -46,7 +46,7 @@ from typing import Any, Final
 import httpx
 
 from rubricate.common.http_pool import ShardedClient
-from rubricate.common.upstream import time_left
+from rubricate.common.deadlines import time_left
 from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import BackendRequestError, DeadlineExceeded, TransportError
 from rubricate.llm.openai_format import chat_messages, completion_from_response

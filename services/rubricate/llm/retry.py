@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from rubricate.common.metrics import LLM_RETRIES
-from rubricate.common.upstream import time_left
+from rubricate.common.deadlines import time_left
 from rubricate.common.usage import Usage
 from rubricate.llm.errors import DeadlineExceeded, LLMError, TransportError
 from rubricate.llm.limiter import MAX_PAUSE_S

@@ -5,7 +5,7 @@ At start-up a backend that claims choice scoring is asked once whether it really
 (`LLMBackend.choice_scoring_problem`: an OpenAI-compatible server must return
 log-probabilities). If not, one line says so and the choice-scoring designs are off for
 that backend (an explicit `choices` stops the server).
-Requests carry their caller's deadline (`X-Rubricate-Deadline`, `common.upstream`): every
+Requests carry their caller's deadline (`X-Rubricate-Deadline`, `common.deadlines`): every
 judge call gets the time left, and a request whose deadline passes is answered 504
 `deadline_exceeded`, its remaining calls dropped.
 """
@@ -15,14 +15,15 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Literal
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.middleware import Middleware
 
 from rubricate.common.app import create_service_app
-from rubricate.common.errors import ServiceError
-from rubricate.common.upstream import DeadlineMiddleware
+from rubricate.common.deadlines import DeadlineMiddleware
+from rubricate.common.errors import ServiceError, service_error_json
 from rubricate.common.usage import usage_out
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.errors import (
@@ -167,7 +168,7 @@ def create_model_server_app(
                 setattr(app.state, name, factory(app.state.backend, task_settings, llm_settings))
             yield
 
-    return create_service_app(
+    app = create_service_app(
         service=service,
         title=f"Rubricate {service}",
         routers=[router, *extra_routers],
@@ -175,3 +176,14 @@ def create_model_server_app(
         readiness=[("backend", backend_ready)],
         middleware=[Middleware(DeadlineMiddleware)],
     )
+    app.add_exception_handler(LLMError, model_failure_json)
+    return app
+
+
+async def model_failure_json(request: Request, exc: Exception) -> JSONResponse:
+    """A task's model failure in the one error shape (`as_service_error`), answered once per
+    model server: the task is the name its route is registered under."""
+    assert isinstance(exc, LLMError)
+    route = request.scope.get("route")
+    task = getattr(route, "name", None) or request.url.path
+    return service_error_json(request, as_service_error(exc, task=task))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from rubricate.common.upstream import deadline_scope
+from rubricate.common.deadlines import deadline_scope
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message, TokenLogprob
 from rubricate.llm.errors import DeadlineExceeded, OutputParseError, TransportError
 from rubricate.llm.settings import LLMSettings

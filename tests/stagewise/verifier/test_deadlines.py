@@ -12,14 +12,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from rubricate.common.upstream import (
-    DEADLINE_HEADER,
-    ServiceClient,
-    UpstreamError,
-    deadline_scope,
-    time_left,
-    upstream_failure,
-)
+from rubricate.common.deadlines import DEADLINE_HEADER, deadline_scope, time_left
+from rubricate.common.upstream import ServiceClient, UpstreamError, upstream_failure
 from rubricate.common.usage import Usage
 from rubricate.core.rubrics import make_rubric
 from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message

@@ -5,7 +5,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from rubricate.common.tenancy import TenantDep
-from rubricate.common.upstream import through_upstream
 from rubricate.common.usage import Usage
 from rubricate.nuggets.gateway.service import NuggetService
 from rubricate_client.endpoints import NUGGETS_VERIFY, NUGGETS_VERIFY_BATCH
@@ -38,7 +37,7 @@ NuggetsDep = Annotated[NuggetService, Depends(get_nuggets)]
 async def verify(
     body: NuggetVerifyRequest, service: NuggetsDep, tenant: TenantDep = "default"
 ) -> NuggetVerifyResponse:
-    return await through_upstream(service.verify(body, usage=Usage(), tenant=tenant))
+    return await service.verify(body, usage=Usage(), tenant=tenant)
 
 
 @router.post(

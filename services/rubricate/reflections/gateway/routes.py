@@ -9,7 +9,6 @@ from fastapi.responses import Response, StreamingResponse
 
 from rubricate.common.auth import request_actor
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
-from rubricate.common.upstream import through_upstream
 from rubricate.reflections.gateway.bank_proxy import BankProxy
 from rubricate.reflections.gateway.service import ReflectionService
 from rubricate.reflections.store.schemas import BankCurationIn
@@ -80,7 +79,7 @@ QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 async def score_reflections(
     body: ReflectionScoreRequest, service: ServiceDep, tenant: TenantDep = "default"
 ) -> ReflectionScoreResponse:
-    return await through_upstream(service.score(body, tenant=tenant))
+    return await service.score(body, tenant=tenant)
 
 
 @router.post(
@@ -91,7 +90,7 @@ async def score_reflections(
 async def retrieve(
     body: BankRetrieveRequest, service: ServiceDep, tenant: TenantDep = "default"
 ) -> BankRetrieveResponse:
-    return await through_upstream(service.retrieve(body, tenant=tenant))
+    return await service.retrieve(body, tenant=tenant)
 
 
 @router.get(
@@ -104,14 +103,12 @@ async def get_item(
     service: ServiceDep,
     tenant: TenantDep = "default",
 ) -> RetrievedItem:
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "GET",
             f"/v1/bank/items/{question_hash}",
             response_model=RetrievedItem,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.get(
@@ -134,15 +131,13 @@ async def list_items(
         params["status"] = status
     if search:
         params["search"] = search
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "GET",
             "/v1/bank/items",
             params=params,
             response_model=BankItemList,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.post(
@@ -158,8 +153,7 @@ async def curate_item(
     tenant: TenantDep = "default",
 ) -> BankItemCurationResult:
     internal = BankCurationIn(**body.model_dump(), author=request_actor(request))
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "POST",
             f"/v1/bank/items/{question_hash}/curate",
             json=internal.model_dump(mode="json"),
@@ -167,7 +161,6 @@ async def curate_item(
             headers={TENANT_HEADER: tenant},
             retry=False,  # not twice: a second approval is a second version
         )
-    )
 
 
 @router.get(
@@ -178,14 +171,12 @@ async def curate_item(
 async def item_history(
     question_hash: QuestionHashPath, service: ServiceDep, tenant: TenantDep = "default"
 ) -> BankItemHistory:
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "GET",
             f"/v1/bank/items/{question_hash}/history",
             response_model=BankItemHistory,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.get(
@@ -199,15 +190,13 @@ async def list_scorings(
     tenant: TenantDep = "default",
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> ScoringList:
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "GET",
             "/v1/scorings",
             params={"question_id": question_id, "limit": str(limit)},
             response_model=ScoringList,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.get(
@@ -220,23 +209,19 @@ async def get_scoring(
     service: ServiceDep,
     tenant: TenantDep = "default",
 ) -> StoredScoring:
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "GET",
             f"/v1/scorings/{quote(scoring_id, safe='')}",
             response_model=StoredScoring,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.get(BANK_STATS.path, response_model=BankStats, summary="Bank size and indexed items")
 async def stats(service: ServiceDep, tenant: TenantDep = "default") -> BankStats:
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "GET", "/v1/bank/stats", response_model=BankStats, headers={TENANT_HEADER: tenant}
         )
-    )
 
 
 @router.post(
@@ -248,27 +233,23 @@ async def stats(service: ServiceDep, tenant: TenantDep = "default") -> BankStats
 async def snapshot(
     body: SnapshotRequest, service: ServiceDep, tenant: TenantDep = "default"
 ) -> SnapshotInfo:
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "POST",
             "/v1/bank/snapshots",
             json=body.model_dump(mode="json"),
             response_model=SnapshotInfo,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.get(BANK_SNAPSHOTS.path, response_model=SnapshotList, summary="The tenant's snapshots")
 async def list_snapshots(service: ServiceDep, tenant: TenantDep = "default") -> SnapshotList:
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "GET",
             "/v1/bank/snapshots",
             response_model=SnapshotList,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.post(
@@ -279,15 +260,13 @@ async def list_snapshots(service: ServiceDep, tenant: TenantDep = "default") -> 
 async def restore(
     body: RestoreRequest, service: ServiceDep, tenant: TenantDep = "default"
 ) -> RestoreResponse:
-    return await through_upstream(
-        service.store.request(
+    return await service.store.request(
             "POST",
             "/v1/bank/restore",
             json=body.model_dump(mode="json"),
             response_model=RestoreResponse,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.get(
@@ -298,7 +277,7 @@ async def restore(
 async def export(
     step: Annotated[int, Path(ge=0, le=MAX_STEP)], proxy: ProxyDep, tenant: TenantDep = "default"
 ) -> StreamingResponse:
-    chunks = await through_upstream(proxy.export(tenant=tenant, step=step))
+    chunks = await proxy.export(tenant=tenant, step=step)
     return StreamingResponse(
         chunks,
         media_type="application/x-ndjson",
@@ -319,7 +298,7 @@ async def import_snapshot(
     replace: Annotated[bool, Query()] = False,
 ) -> Response:
     body = await request.body()
-    answer = await through_upstream(proxy.import_(tenant=tenant, body=body, replace=replace))
+    answer = await proxy.import_(tenant=tenant, body=body, replace=replace)
     return Response(
         content=answer.content, status_code=answer.status_code, media_type="application/json"
     )

@@ -24,7 +24,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.tenancy import TENANT_HEADER
-from rubricate.common.upstream import ServiceClient, UpstreamError, WaitClock
+from rubricate.common.request_context import WaitClock
+from rubricate.common.upstream import ServiceClient, UpstreamError
 from rubricate.common.usage import Usage, usage_out
 from rubricate.core.normalize import question_hash
 from rubricate.reflections.domain.bank import BankEntry, inject, render_block

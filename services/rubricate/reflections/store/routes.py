@@ -5,7 +5,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
 
 from rubricate.common.errors import ErrorMapping, ServiceError
 from rubricate.common.tenancy import TenantDep
@@ -19,6 +18,7 @@ from rubricate.reflections.store.schemas import (
     BankCurationIn,
     BankItemIn,
     OfferResponse,
+    ReindexResponse,
     RetrieveRequest,
     RetrieveResponse,
 )
@@ -57,10 +57,6 @@ QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 ScoringIdPath = Annotated[str, Path(min_length=1, max_length=SCORING_ID_LEN)]
 MAX_BANK_PAGE = 200
 MAX_SCORINGS_PAGE = 100
-
-
-class ReindexResponse(BaseModel):
-    indexed: int
 
 
 def _index_unavailable(exc: Exception) -> ServiceError:

@@ -65,6 +65,10 @@ class BankCurationIn(BankItemCurationRequest):
     author: Author
 
 
+class ReindexResponse(BaseModel):
+    indexed: int
+
+
 class RetrieveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

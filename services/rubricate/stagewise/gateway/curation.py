@@ -4,7 +4,7 @@ with the caller's tenant; the author of a change is named by the gateway, never 
 from urllib.parse import quote
 
 from rubricate.common.tenancy import TENANT_HEADER
-from rubricate.common.upstream import ServiceClient, through_upstream
+from rubricate.common.upstream import ServiceClient
 from rubricate.stagewise.store.schemas import CurateRubricRequest, QuestionQuery
 from rubricate_client.schemas.buffers import QuestionList, RubricCurationResult
 from rubricate_client.schemas.curation import CurationList, RubricCurationRequest
@@ -25,15 +25,13 @@ class BufferCuration:
         params = {"sort": query.sort, "offset": str(query.offset), "limit": str(query.limit)}
         if query.search is not None:
             params["search"] = query.search
-        return await through_upstream(
-            self.store.request(
+        return await self.store.request(
                 "GET",
                 "/v1/buffers",
                 params=params,
                 response_model=QuestionList,
                 headers={TENANT_HEADER: tenant},
             )
-        )
 
     async def curate(
         self,
@@ -45,8 +43,7 @@ class BufferCuration:
         tenant: str,
     ) -> RubricCurationResult:
         body = CurateRubricRequest.model_validate({**request.model_dump(), "author": author})
-        return await through_upstream(
-            self.store.request(
+        return await self.store.request(
                 "POST",
                 f"/v1/buffers/{_segment(question_id)}/rubrics/{_segment(rubric_id)}/curate",
                 json=body.model_dump(mode="json"),
@@ -54,14 +51,11 @@ class BufferCuration:
                 headers={TENANT_HEADER: tenant},
                 retry=False,
             )
-        )
 
     async def curations(self, question_id: str, *, tenant: str) -> CurationList:
-        return await through_upstream(
-            self.store.request(
+        return await self.store.request(
                 "GET",
                 f"/v1/buffers/{_segment(question_id)}/curations",
                 response_model=CurationList,
                 headers={TENANT_HEADER: tenant},
             )
-        )

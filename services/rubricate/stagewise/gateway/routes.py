@@ -7,7 +7,6 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from rubricate.common.auth import request_actor
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
 from rubricate.common.tenant_limits import admit_rollouts
-from rubricate.common.upstream import through_upstream
 from rubricate.stagewise.domain.ssgrpo import (
     group_advantages,
     stage_returns,
@@ -78,7 +77,7 @@ async def stagewise_score(
     tenant: TenantDep = "default",
 ) -> StagewiseScoreResponse:
     admit_rollouts(request, len(body.rollouts))
-    return await through_upstream(service.score(body, tenant=tenant))
+    return await service.score(body, tenant=tenant)
 
 
 @router.post(
@@ -103,14 +102,12 @@ async def get_buffer(
     service: StagewiseDep,
     tenant: TenantDep = "default",
 ) -> BufferView:
-    return await through_upstream(
-        service.up.store.request(
+    return await service.up.store.request(
             "GET",
             f"/v1/buffers/{question_id}",
             response_model=BufferView,
             headers={TENANT_HEADER: tenant},
         )
-    )
 
 
 @router.get(

@@ -21,7 +21,8 @@ from typing import Literal, Protocol
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.tenancy import TENANT_HEADER
-from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams, WaitClock
+from rubricate.common.request_context import WaitClock
+from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams
 from rubricate.common.usage import Usage, usage_out
 from rubricate.core.normalize import question_hash
 from rubricate.core.rubrics import make_rubric

@@ -2,12 +2,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from rubricate.llm.errors import LLMError
-from rubricate.llm.server import as_service_error
+from rubricate.stagewise.endpoints import STAGE_RUBRICS
 from rubricate.stagewise.generator.schemas import StageRubricsRequest, StageRubricsResponse
-from rubricate.stagewise.generator.service import TASK, RubricGeneratorService
+from rubricate.stagewise.generator.service import RubricGeneratorService
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(tags=["tasks"])
 
 
 def get_service(request: Request) -> RubricGeneratorService:
@@ -18,9 +17,6 @@ def get_service(request: Request) -> RubricGeneratorService:
 ServiceDep = Annotated[RubricGeneratorService, Depends(get_service)]
 
 
-@router.post("/stage-rubrics", response_model=StageRubricsResponse)
+@router.post(STAGE_RUBRICS.path, name=STAGE_RUBRICS.name, response_model=StageRubricsResponse)
 async def stage_rubrics(body: StageRubricsRequest, service: ServiceDep) -> StageRubricsResponse:
-    try:
-        return await service.stage_rubrics(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=TASK) from exc
+    return await service.stage_rubrics(body)

@@ -10,6 +10,14 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TenantDep
 from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN
+from rubricate.stagewise.store.endpoints import (
+    BUFFER,
+    BUFFER_ADD_RUBRICS,
+    BUFFER_PRUNE,
+    CURATIONS,
+    QUESTIONS,
+    RUBRIC_CURATE,
+)
 from rubricate.stagewise.store.schemas import (
     MAX_SEARCH_CHARS,
     QUESTIONS_PAGE_DEFAULT,
@@ -36,7 +44,7 @@ from rubricate_client.schemas.buffers import (
 from rubricate_client.schemas.curation import CurationList
 from rubricate_client.schemas.limits import MAX_LIST_OFFSET
 
-router = APIRouter(prefix="/v1/buffers", tags=["buffers"])
+router = APIRouter(tags=["buffers"])
 
 
 def get_buffers(request: Request) -> BufferService:
@@ -60,7 +68,7 @@ def _not_found(question_id: str) -> ServiceError:
 
 
 @router.get(
-    "/{question_id}",
+    BUFFER.path,
     response_model=BufferView,
     summary="A question's rubric buffer (rubrics not pruned, per stage)",
 )
@@ -74,7 +82,7 @@ async def get_buffer(
 
 
 @router.post(
-    "/{question_id}/rubrics",
+    BUFFER_ADD_RUBRICS.path,
     response_model=BufferView,
     summary="Add rubrics to a question's buffer (created if needed)",
 )
@@ -90,7 +98,7 @@ async def add_rubrics(
 
 
 @router.post(
-    "/{question_id}/prune",
+    BUFFER_PRUNE.path,
     response_model=PruneResponse,
     summary="Record a group's rubric variances and prune actives over the caps",
 )
@@ -113,7 +121,7 @@ async def prune(
 
 
 @router.get(
-    "",
+    QUESTIONS.path,
     response_model=QuestionList,
     summary="The tenant's questions with their rubric counts, one page at a time",
 )
@@ -132,7 +140,7 @@ async def list_questions(
 
 
 @router.post(
-    "/{question_id}/rubrics/{rubric_id}/curate",
+    RUBRIC_CURATE.path,
     response_model=RubricCurationResult,
     summary="Pin, unpin, retire or edit one rubric (the author is recorded)",
 )
@@ -154,7 +162,7 @@ async def curate(
 
 
 @router.get(
-    "/{question_id}/curations",
+    CURATIONS.path,
     response_model=CurationList,
     summary="Who pinned, retired or edited which rubric of the question, newest first",
 )

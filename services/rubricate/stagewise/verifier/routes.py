@@ -2,12 +2,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from rubricate.llm.errors import LLMError
-from rubricate.llm.server import as_service_error
+from rubricate.stagewise.endpoints import STAGE_SCORES
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
-from rubricate.stagewise.verifier.service import TASK, VerifierService
+from rubricate.stagewise.verifier.service import VerifierService
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(tags=["tasks"])
 
 
 def get_service(request: Request) -> VerifierService:
@@ -18,9 +17,6 @@ def get_service(request: Request) -> VerifierService:
 ServiceDep = Annotated[VerifierService, Depends(get_service)]
 
 
-@router.post("/stage-scores", response_model=StageScoresResponse)
+@router.post(STAGE_SCORES.path, name=STAGE_SCORES.name, response_model=StageScoresResponse)
 async def stage_scores(body: StageScoresRequest, service: ServiceDep) -> StageScoresResponse:
-    try:
-        return await service.stage_scores(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=TASK) from exc
+    return await service.stage_scores(body)

@@ -21,7 +21,8 @@ from typing import Literal, Protocol
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
-from rubricate.common.upstream import ServiceClient, UpstreamError, WaitClock
+from rubricate.common.request_context import WaitClock
+from rubricate.common.upstream import ServiceClient, UpstreamError
 from rubricate.common.usage import Usage, usage_out
 from rubricate.steps.domain.listwise import (
     RubricReward,

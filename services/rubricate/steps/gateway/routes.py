@@ -5,7 +5,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from rubricate.common.tenancy import TenantDep
-from rubricate.common.upstream import through_upstream
 from rubricate.steps.gateway.service import StepsService
 from rubricate_client.endpoints import (
     LISTWISE_REWARD,
@@ -59,7 +58,7 @@ async def segment(body: SegmentRequest, service: StepsDep) -> SegmentResponse:
     summary="A weighted rubric for the agent's next action, and the text to inject",
 )
 async def step_rubric(body: StepRubricRequest, service: StepsDep) -> StepRubricResponse:
-    return await through_upstream(service.rubric(body))
+    return await service.rubric(body)
 
 
 @router.post(
@@ -70,7 +69,7 @@ async def step_rubric(body: StepRubricRequest, service: StepsDep) -> StepRubricR
 async def verify(
     body: VerifyRequest, service: StepsDep, tenant: TenantDep = "default"
 ) -> VerifyResponse:
-    return await through_upstream(service.verify(body, tenant))
+    return await service.verify(body, tenant)
 
 
 @router.post(

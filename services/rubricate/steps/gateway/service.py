@@ -25,7 +25,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
-from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams, WaitClock
+from rubricate.common.request_context import WaitClock
+from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams
 from rubricate.common.usage import Usage, usage_out
 from rubricate.steps.domain.rewards import (
     Criterion,
