@@ -65,6 +65,8 @@ from typing import Any
 
 import httpx
 
+from rl_client import LeanClient
+
 HERE = Path(__file__).resolve().parent
 PATTERNS = ("group", "openrlhf", "verl", "trl", "replicas")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -507,19 +509,50 @@ def _record(tally: Tally, samples: list[Sample], status: str, body: Any) -> None
             out.scored_size = int(logs.get("rubricate/group_size", [0.0] * len(samples))[i])
 
 
+class Poster:
+    """Posts the trainer's requests: the lean client (default; about 0.3 ms of CPU a request)
+    or httpx (`--client httpx`, ~10 ms a request: the figures before the lean client)."""
+
+    def __init__(self, kind: str, base_url: str) -> None:
+        self.kind = kind
+        self.base_url = base_url
+        self._lean = LeanClient(base_url) if kind == "lean" else None
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        self._httpx = httpx.AsyncClient(limits=limits) if kind == "httpx" else None
+
+    async def aclose(self) -> None:
+        if self._lean is not None:
+            await self._lean.aclose()
+        if self._httpx is not None:
+            await self._httpx.aclose()
+
+    async def post(
+        self, path: str, body: dict[str, Any], headers: dict[str, str], limit_s: float
+    ) -> tuple[str, Any, float | None]:
+        try:
+            if self._lean is not None:
+                lean = await self._lean.post(path, body, headers, limit_s=limit_s)
+                status, got, content = lean.status, lean.headers, lean.body
+            else:
+                assert self._httpx is not None
+                r = await self._httpx.post(
+                    self.base_url + path, json=body, headers=headers, timeout=limit_s
+                )
+                status, got, content = r.status_code, dict(r.headers), r.content
+        except (httpx.HTTPError, OSError, TimeoutError, ValueError) as exc:
+            return type(exc).__name__, None, None
+        retry_after = got.get("retry-after")
+        try:
+            data = json.loads(content)
+        except ValueError:
+            data = None
+        return str(status), data, float(retry_after) if retry_after else None
+
+
 async def _post(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str], t: float
+    client: Poster, path: str, body: dict[str, Any], headers: dict[str, str], t: float
 ) -> tuple[str, Any, float | None]:
-    try:
-        r = await client.post(url, json=body, headers=headers, timeout=t)
-    except httpx.HTTPError as exc:
-        return type(exc).__name__, None, None
-    retry_after = r.headers.get("retry-after")
-    try:
-        data = r.json()
-    except ValueError:
-        data = None
-    return str(r.status_code), data, float(retry_after) if retry_after else None
+    return await client.post(path, body, headers, t)
 
 
 def _body(samples: list[Sample], labels: list[str], *, with_prompt: bool) -> dict[str, Any]:
@@ -533,7 +566,7 @@ def _body(samples: list[Sample], labels: list[str], *, with_prompt: bool) -> dic
 
 
 async def openrlhf_post(
-    client: httpx.AsyncClient,
+    client: Poster,
     url: str,
     sample: Sample,
     token: str,
@@ -557,7 +590,7 @@ async def openrlhf_post(
 
 
 async def sdk_post(
-    client: httpx.AsyncClient,
+    client: Poster,
     url: str,
     samples: list[Sample],
     labels: list[str],
@@ -590,9 +623,25 @@ async def run_pattern(
     args: argparse.Namespace,
     tally: Tally,
 ) -> None:
-    key = plat.keys[tenant]
+    poster = Poster(args.client, plat.gateway_url)
+    try:
+        await _send_pattern(pattern, client, poster, plat, plat.keys[tenant], samples, args, tally)
+    finally:
+        await poster.aclose()
+
+
+async def _send_pattern(
+    pattern: str,
+    client: httpx.AsyncClient,
+    poster: Poster,
+    plat: Platform,
+    key: str,
+    samples: list[Sample],
+    args: argparse.Namespace,
+    tally: Tally,
+) -> None:
     gsize, step = args.group_size, 0
-    url = f"{plat.gateway_url}/get_reward"
+    url = "/get_reward"
     started = time.monotonic()
     if pattern in ("openrlhf", "replicas"):
         r = await client.post(
@@ -604,10 +653,14 @@ async def run_pattern(
         token = r.json()["token"]
         if pattern == "replicas":
             assert plat.balancer_url is not None
-            url = f"{plat.balancer_url}/get_reward"
-        await asyncio.gather(
-            *(openrlhf_post(client, url, s, token, step, gsize, tally) for s in samples)
-        )
+            await poster.aclose()
+            poster = Poster(args.client, plat.balancer_url)
+        try:
+            await asyncio.gather(
+                *(openrlhf_post(poster, url, s, token, step, gsize, tally) for s in samples)
+            )
+        finally:
+            await poster.aclose()
     elif pattern == "verl":
         rng = random.Random(0)
         offsets = sorted((rng.uniform(0, args.verl_window), s) for s in samples)
@@ -616,7 +669,7 @@ async def run_pattern(
             await asyncio.sleep(max(0.0, started + at - time.monotonic()))
             tally.last_post_s = max(tally.last_post_s, time.monotonic() - started)
             lab = label(sample, group_size=gsize, step=step, group_key=f"uid-{sample.group}")
-            await sdk_post(client, url, [sample], [lab], key, tally, with_prompt=False)
+            await sdk_post(poster, url, [sample], [lab], key, tally, with_prompt=False)
 
         await asyncio.gather(*(streamed(at, s) for at, s in offsets))
     elif pattern == "trl":
@@ -626,7 +679,7 @@ async def run_pattern(
         await asyncio.gather(
             *(
                 sdk_post(
-                    client,
+                    poster,
                     url,
                     part,
                     [label(s, group_size=gsize, step=step, group_key=f"p{s.group}") for s in part],
@@ -644,7 +697,7 @@ async def run_pattern(
         await asyncio.gather(
             *(
                 sdk_post(
-                    client,
+                    poster,
                     url,
                     members,
                     [label(s, group_size=gsize, step=step) for s in members],
@@ -1090,6 +1143,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--group-size", type=int, default=16)
     parser.add_argument("--trajectory-chars", type=int, default=3000)
     parser.add_argument("--verl-window", type=float, default=10.0, help="s over which veRL posts")
+    parser.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="the load generator's HTTP client for /get_reward: lean (a fraction of a ms of "
+        "CPU a request, benchmarks/rl_client.py) or httpx (~10 ms a request)",
+    )
     parser.add_argument("--trl-ranks", type=int, default=8)
     parser.add_argument("--fleet", type=int, default=1, help="simulated judge servers")
     parser.add_argument("--max-batch", type=int, default=256, help="per server (max_num_seqs)")

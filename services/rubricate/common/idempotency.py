@@ -6,12 +6,16 @@ body replays it, so buffer and bank updates are applied once; a retry with anoth
 422 (`idempotency_key_reused`). The fingerprint of a JSON body is taken over its canonical
 form (sorted keys, no whitespace), so the same JSON re-serialised is the same body.
 
-While the first request runs its key is *pending* under a short lease (`lease_s`, 30 s by
-default) that the owner renews every `lease_s / 3`: a retry that arrives meanwhile waits for
-the result (a trainer's timeout retry must not start a second scoring) up to `wait_s`, then
-gets a 409. When the owner dies (a gateway crash, a lost Redis write) the lease lapses within
-`lease_s` and a waiting or later retry takes the key over and runs. A 5xx, 409 or 429 is not
-kept: the key is released and the next retry runs anew.
+While the first request runs its key is *pending*, marked with its owner: the gateway
+replica that runs it. A retry that arrives meanwhile waits for the result (a trainer's
+timeout retry must not start a second scoring) up to `wait_s`, then gets a 409. Each replica
+keeps one liveness entry under a short lease (`lease_s`, 30 s by default), renewed every
+`lease_s / 3` while it runs keyed requests: one write per replica per period, however many
+requests wait (a sample waiting minutes for its group costs no Redis command of its own).
+When the owner dies (a gateway crash) its liveness lapses within `lease_s`, and a waiting or
+later retry takes the key over and runs; a pending key nobody settles (a lost Redis write)
+expires after `wait_s`. A 5xx, 409 or 429 is not kept: the key is released and the next retry
+runs anew.
 
 Keys live in Redis when the gateway has one (shared by replicas), else in process memory.
 Every store call is guarded: an unreachable store before the request runs is a 503
@@ -22,7 +26,6 @@ frees the key.
 """
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -90,7 +93,17 @@ class Stored:
 
 
 def pending_marker(fingerprint: str, owner: str) -> str:
+    """`owner`: `<replica>.<request>` (the replica's liveness tells whether it still runs)."""
     return f"{_PENDING}:{fingerprint}|{owner}"
+
+
+def liveness_key(replica: str) -> str:
+    """The entry a replica keeps under a lease while it runs keyed requests."""
+    return f"live:{replica}"
+
+
+def owner_replica(owner: str) -> str:
+    return owner.partition(".")[0]
 
 
 def parse_pending(value: str) -> tuple[str, str] | None:
@@ -285,6 +298,16 @@ class IdempotencyMiddleware:
         self.poll_s = poll_s
         self.lease_s = lease_s
         self.retry_after_s = retry_after_s
+        self.pending_ttl_s = max(lease_s, wait_s)
+        """A pending key lives this long (renewed near its end while its request runs): one
+        nobody settles (a lost write) frees after it."""
+        self.replica = uuid.uuid4().hex[:16]
+        self._running: dict[str, tuple[str, float]] = {}
+        """This replica's running keys: their marker and when their pending entry expires."""
+        self._unsettled: dict[str, tuple[str, Stored | None, float]] = {}
+        """Keys whose result could not be kept or released (the store failed): their marker,
+        the result to keep (None: release) and until when to try again."""
+        self._liveness: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -337,15 +360,23 @@ class IdempotencyMiddleware:
         same: frozenset[str],
         body: bytes,
     ) -> None:
-        marker = pending_marker(fingerprint, uuid.uuid4().hex)
-        existing = await _guarded("claim", self.store.claim(key, marker, lease_s=self.lease_s))
+        marker = pending_marker(fingerprint, f"{self.replica}.{uuid.uuid4().hex}")
+        existing = await _guarded("claim", self._claim(key, marker))
         deadline = time.monotonic() + self.wait_s
+        owner_checked = 0.0
         while existing is not None:
             pending = parse_pending(existing)
             if pending is not None:
                 if pending[0] not in same:
                     await self._reused(scope, receive, send)
                     return
+                if time.monotonic() - owner_checked >= self.lease_s / 3:
+                    owner_checked = time.monotonic()
+                    if not await self._alive(owner_replica(pending[1])):  # its replica died
+                        log.warning("idempotency.takeover key=%s", key[:12])
+                        await _guarded("release", self.store.release(key, existing))
+                        existing = await _guarded("claim", self._claim(key, marker))
+                        continue
                 if time.monotonic() >= deadline:
                     await self._error(
                         scope,
@@ -359,19 +390,15 @@ class IdempotencyMiddleware:
                     return
                 await asyncio.sleep(self.poll_s)
                 existing = await _guarded("get", self.store.get(key))
-                if existing is None:  # released after a failure, or the owner's lease lapsed
-                    existing = await _guarded(
-                        "claim", self.store.claim(key, marker, lease_s=self.lease_s)
-                    )
+                if existing is None:  # released after a failure, or expired
+                    existing = await _guarded("claim", self._claim(key, marker))
                 continue
             try:
                 stored = Stored.loads(existing)
             except (ValueError, KeyError, TypeError):
                 log.warning("idempotency.corrupt_entry key=%s", key[:12])
                 await _guarded("release", self.store.release(key, existing))
-                existing = await _guarded(
-                    "claim", self.store.claim(key, marker, lease_s=self.lease_s)
-                )
+                existing = await _guarded("claim", self._claim(key, marker))
                 continue
             if stored.fingerprint not in same:
                 await self._reused(scope, receive, send)
@@ -382,19 +409,73 @@ class IdempotencyMiddleware:
 
         await self._run_first(scope, receive, send, key, marker, fingerprint, body)
 
-    async def _heartbeat(self, key: str, marker: str) -> None:
-        """Renew the owner's lease while the request runs; a lost lease is only logged (the
-        result is still kept when the request ends)."""
-        interval = self.lease_s / 3
-        while True:
-            await asyncio.sleep(interval)
+    def _claim(self, key: str, marker: str) -> Awaitable[str | None]:
+        return self.store.claim(key, marker, lease_s=self.pending_ttl_s)
+
+    async def _alive(self, replica: str) -> bool:
+        if replica == self.replica:
+            return True
+        return await _guarded("get", self.store.get(liveness_key(replica))) is not None
+
+    async def _keep_alive_once(self) -> None:
+        """Renew this replica's liveness lease (claim it anew when it lapsed); a failure is
+        logged and counted, never raised (the request runs; a retry may take it over)."""
+        live = liveness_key(self.replica)
+        try:
+            if not await self.store.renew(live, self.replica, lease_s=self.lease_s):
+                await self.store.claim(live, self.replica, lease_s=self.lease_s)
+        except Exception as exc:
+            IDEMPOTENCY_STORE_ERRORS.labels("renew").inc()
+            log.warning("idempotency.renew_failed replica=%s error=%s", self.replica, _short(exc))
+
+    async def _keep_alive(self) -> None:
+        """One liveness lease per replica, renewed every `lease_s / 3` while it runs keyed
+        requests (then left to lapse); a request that runs for nearly `pending_ttl_s` has
+        its pending entry extended."""
+        while self._running or self._unsettled:
+            await asyncio.sleep(self.lease_s / 3)
+            if self._running:
+                await self._keep_alive_once()
+                await self._extend_long_runners()
+            await self._settle_again()
+
+    async def _settle_again(self) -> None:
+        """Keep (or release) what a store failure left pending, once the store answers: a
+        retry is not held up by a key its owner could not settle."""
+        for key, (marker, stored, until) in list(self._unsettled.items()):
+            if time.monotonic() > until:  # the pending entry has expired by now
+                self._unsettled.pop(key, None)
+                continue
             try:
-                if not await self.store.renew(key, marker, lease_s=self.lease_s):
+                if stored is not None:
+                    await self.store.put(key, stored, ttl_s=self.ttl_s)
+                else:
+                    await self.store.release(key, marker)
+            except Exception as exc:  # counted once, when it first failed
+                log.warning("idempotency.settle_failed key=%s error=%s", key[:12], _short(exc))
+                return  # the store is still down: the next period tries again
+            self._unsettled.pop(key, None)
+            log.info("idempotency.settled key=%s", key[:12])
+
+    async def _extend_long_runners(self) -> None:
+        soon = time.monotonic() + self.lease_s
+        for key, (marker, expires) in list(self._running.items()):
+            if expires > soon or key not in self._running:
+                continue
+            try:
+                if await self.store.renew(key, marker, lease_s=self.pending_ttl_s):
+                    self._running[key] = (marker, time.monotonic() + self.pending_ttl_s)
+                else:
                     log.warning("idempotency.lease_lost key=%s", key[:12])
-                    return
             except Exception as exc:
                 IDEMPOTENCY_STORE_ERRORS.labels("renew").inc()
                 log.warning("idempotency.renew_failed key=%s error=%s", key[:12], _short(exc))
+
+    async def _start_running(self, key: str, marker: str) -> None:
+        self._running[key] = (marker, time.monotonic() + self.pending_ttl_s)
+        if self._liveness is None or self._liveness.done():
+            await self._keep_alive_once()  # in force before the request runs
+            self._liveness = asyncio.create_task(self._keep_alive(), name="idempotency-liveness")
 
     async def _run_first(
         self,
@@ -431,35 +512,43 @@ class IdempotencyMiddleware:
                 chunks.append(message.get("body", b""))
             await send(message)
 
-        heartbeat = asyncio.create_task(self._heartbeat(key, marker))
+        await self._start_running(key, marker)
         try:
             await self.app(scope, replay_receive, capture)
         except BaseException:
-            await _stop(heartbeat)
-            await self._settle("release", self.store.release(key, marker), key)
+            if not await self._settle("release", self.store.release(key, marker), key):
+                self._later(key, marker, None)
             raise
-        await _stop(heartbeat)
+        finally:
+            self._running.pop(key, None)
         if _keep(status):
             stored = Stored(
                 fingerprint=fingerprint, status=status, headers=kept, body=b"".join(chunks)
             )
-            if not await self._settle("put", self.store.put(key, stored, ttl_s=self.ttl_s), key):
-                # not kept: a retry must not wait on a pending key that nobody renews
-                await self._settle("release", self.store.release(key, marker), key)
-        else:
-            await self._settle("release", self.store.release(key, marker), key)
+            kept = await self._settle("put", self.store.put(key, stored, ttl_s=self.ttl_s), key)
+            # not kept: a retry must not wait on a pending key that nobody settles
+            if not kept and not await self._settle("release", self.store.release(key, marker), key):
+                self._later(key, marker, stored)
+        elif not await self._settle("release", self.store.release(key, marker), key):
+            self._later(key, marker, None)
+
+    def _later(self, key: str, marker: str, stored: Stored | None) -> None:
+        """Settle `key` again every `lease_s / 3` until the store answers (or it expired)."""
+        self._unsettled[key] = (marker, stored, time.monotonic() + self.pending_ttl_s)
+        if self._liveness is None or self._liveness.done():
+            self._liveness = asyncio.create_task(self._keep_alive(), name="idempotency-liveness")
 
     async def _settle(self, op: str, call: Awaitable[None], key: str) -> bool:
         """A store write after the response went out: a failure is logged and counted, never
-        raised (the client has its answer; the lease frees the key)."""
+        raised (the client has its answer; `_later` settles it when the store is back)."""
         try:
             await call
             return True
         except Exception as exc:
             IDEMPOTENCY_STORE_ERRORS.labels(op).inc()
             log.warning(
-                "idempotency.%s_failed key=%s error=%s: the result is not kept for replay; "
-                "the key frees when its lease lapses",
+                "idempotency.%s_failed key=%s error=%s: tried again every third of the lease "
+                "until the store answers",
                 op,
                 key[:12],
                 _short(exc),
@@ -496,12 +585,6 @@ class IdempotencyMiddleware:
 
 def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:200]
-
-
-async def _stop(task: "asyncio.Task[None]") -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -17,9 +17,12 @@ Waiting costs nothing per caller: nobody polls.
   period (a lost signal costs at most that long). So a waiting sample issues no Redis
   command of its own, whatever the wait: joining is one command per request, and the rest is
   a handful per instance.
-- A leader that dies stops renewing its lease; when it lapses, the first watch that checks
-  claims it (one atomic claim: one replica takes over, once) and finishes the instance
-  (gathering, sealing, scoring) from the stored entries.
+- A leader that dies loses its lease; the first watch that checks then claims it (one
+  atomic claim: one replica takes over, once) and finishes the instance (gathering, sealing,
+  scoring) from the stored entries. On Redis a lease names the leader's replica, and each
+  replica keeps one liveness key under a short lease (renewed every `lease_s / 3`: one
+  command per replica, whatever the groups it leads): a lease whose replica is no longer
+  live is free. In process, each lease is renewed by its leader.
 - Each entry has a content key. An entry whose key is already in an open or scored instance
   (a retry: the trainer timed out and posted the sample again) attaches to that slot instead
   of joining again, and is answered from its result; a result is kept for `retention_s`. A
@@ -47,9 +50,9 @@ from typing import Any, Final
 
 from redis.exceptions import RedisError
 
+from rubricate.common.deadlines import deadline_scope
 from rubricate.common.metrics import GROUP_WAITERS
 from rubricate.common.redis_client import CancellableRedis, redis_client
-from rubricate.common.deadlines import deadline_scope
 
 log = logging.getLogger("rubricate.common.rendezvous")
 
@@ -212,9 +215,12 @@ class RendezvousStore(ABC):
     or its results are published, by any replica."""
 
     signals: Signals
+    replica: str
+    """This store's replica: the prefix of the owner ids its leaders hold leases with."""
 
-    async def start(self) -> None:  # noqa: B027 - optional hook
-        """Start receiving signals (called before the first join)."""
+    async def start(self, *, lease_s: float) -> None:  # noqa: B027 - optional hook
+        """Start receiving signals and keeping this replica's leases (called before the
+        first join)."""
 
     @abstractmethod
     async def join(
@@ -236,9 +242,9 @@ class RendezvousStore(ABC):
         signalled). Stops after the entry that fills the instance."""
 
     @abstractmethod
-    async def seal(self, group: str, instance: str) -> list[str] | None:
+    async def seal(self, group: str, instance: str, *, ttl_s: float) -> list[str] | None:
         """Seal the instance (no-op when sealed) and return its payloads; None when it is
-        gone or scored."""
+        gone or scored. The instance lives at least `ttl_s` more (its scoring)."""
 
     @abstractmethod
     async def status(self, group: str, instance: str) -> Status | None: ...
@@ -262,6 +268,10 @@ class RendezvousStore(ABC):
     ) -> None:
         """Store one result per slot for `ttl_s`, mark the instance done, drop its lease and
         its entries, and signal it."""
+
+    @abstractmethod
+    async def resign(self, group: str, instance: str, *, owner: str) -> None:
+        """Give up `owner`'s lease (its leader stopped before publishing): a watch takes over."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -290,6 +300,7 @@ class MemoryRendezvousStore(RendezvousStore):
     def __init__(self, *, retention_s: float) -> None:
         self.retention_s = retention_s
         self.signals = Signals()
+        self.replica = uuid.uuid4().hex[:16]
         self._open: dict[str, str] = {}
         self._instances: dict[tuple[str, str], _Instance] = {}
         self._index: dict[str, tuple[Ref, float]] = {}
@@ -384,11 +395,12 @@ class MemoryRendezvousStore(RendezvousStore):
                 break
         return Joined(refs=refs, instance=current or instance, leader=leader)
 
-    async def seal(self, group: str, instance: str) -> list[str] | None:
+    async def seal(self, group: str, instance: str, *, ttl_s: float) -> list[str] | None:
         inst = self._get(group, instance)
         if inst is None or inst.done:
             return None
         self._seal(group, instance, inst)
+        inst.expires = max(inst.expires, time.monotonic() + ttl_s)
         return list(inst.payloads)
 
     async def status(self, group: str, instance: str) -> Status | None:
@@ -428,6 +440,11 @@ class MemoryRendezvousStore(RendezvousStore):
         inst.expires = max(inst.expires, now + ttl_s)
         return True
 
+    async def resign(self, group: str, instance: str, *, owner: str) -> None:
+        inst = self._get(group, instance)
+        if inst is not None and inst.lease is not None and inst.lease[0] == owner:
+            inst.lease = None
+
     async def publish(
         self, group: str, instance: str, results: Sequence[str], *, ttl_s: float
     ) -> None:
@@ -448,7 +465,8 @@ class MemoryRendezvousStore(RendezvousStore):
 #   P G :open          the open instance of G
 #   P G : I            hash: expected, created, sealed, done, private, n (slots),
 #                      m<slot> (payload), r<slot> (result)
-#   P G : I :lease     the leader's owner id (PX lease)
+#   P G : I :lease     the leader's owner id, "<replica>.<id>" (lives as long as the instance)
+#   P live: R          replica R is live (PX lease, renewed every lease / 3)
 #   P c: key           "G|I|slot": the slot that holds the content key
 #   P ev               the pub/sub channel: "G|I" when I is sealed or done
 
@@ -468,9 +486,12 @@ end
 local out, added, fields = {}, {}, {}
 for j = 1, n do
   local key = ARGV[11 + j]
-  local ref = false
+  local ref, claimed = false, false
   if not added[key] then
-    ref = redis.call('GET', P .. 'c:' .. key)
+    -- the slot this entry would take; the content key points at it unless it exists already
+    local here = G .. '|' .. (inst or ARGV[3]) .. '|' .. size
+    ref = redis.call('SET', P .. 'c:' .. key, here, 'NX', 'PX', ttl + tonumber(ARGV[10]), 'GET')
+    claimed = not ref
     if ref then
       local g, i, s = string.match(ref, '^(.*)|([^|]*)|([^|]*)$')
       local state = redis.call('HMGET', P .. g .. ':' .. i, 'done', 'r' .. s)
@@ -489,7 +510,7 @@ for j = 1, n do
       redis.call('HSET', pg .. inst, 'expected', expected, 'created', ARGV[9], 'sealed', '0',
                  'done', '0', 'private', ARGV[6], 'n', 0)
       redis.call('PEXPIRE', pg .. inst, ttl)
-      redis.call('SET', pg .. inst .. ':lease', ARGV[4], 'PX', ARGV[7])
+      redis.call('SET', pg .. inst .. ':lease', ARGV[4], 'PX', ttl)
     end
     local slot = size
     size = size + 1
@@ -497,7 +518,9 @@ for j = 1, n do
     fields[#fields + 1] = ARGV[11 + n + j]
     local here = G .. '|' .. inst .. '|' .. slot
     if not added[key] then
-      redis.call('SET', P .. 'c:' .. key, here, 'PX', ttl + tonumber(ARGV[10]))
+      if not claimed then  -- it pointed at a stale slot
+        redis.call('SET', P .. 'c:' .. key, here, 'PX', ttl + tonumber(ARGV[10]))
+      end
       added[key] = true
     end
     out[#out + 1] = here
@@ -517,7 +540,8 @@ end
 return {inst or ARGV[3], leader, unpack(out)}
 """
 
-# KEYS: instance hash, open; ARGV: inst, channel, message. Returns the payloads, or nil.
+# KEYS: instance hash, open, lease; ARGV: inst, channel, message, ttl_ms (what the instance
+# and its lease live from now: its scoring). Returns the payloads, or nil.
 _SEAL = """
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'done') == '1' then
   return false
@@ -527,6 +551,10 @@ if redis.call('HGET', KEYS[1], 'sealed') ~= '1' then
   if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
   redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+end
 local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
 local names = {}
 for s = 0, n - 1 do names[#names + 1] = 'm' .. s end
@@ -534,13 +562,24 @@ if n == 0 then return {} end
 return redis.call('HMGET', KEYS[1], unpack(names))
 """
 
-# KEYS: instance hash, lease; ARGV: owner, lease_ms, then slots.
-# Returns {gone, claimed, result per slot ('' = none)}.
+# KEYS: instance hash, lease; ARGV: owner ("replica.id"), liveness key prefix, then slots.
+# Returns {gone, claimed, result per slot ('' = none)}. The lease is free when missing or
+# when its replica is no longer live.
 _CHECK = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {1, 0} end
 local out = {0, 0}
 if redis.call('HGET', KEYS[1], 'done') ~= '1' then
-  if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then out[2] = 1 end
+  local held = redis.call('GET', KEYS[2])
+  if held then
+    local replica = string.match(held, '^[^.]*')
+    if redis.call('EXISTS', ARGV[2] .. replica) == 0 then held = false end
+  end
+  if not held then
+    local ttl = redis.call('PTTL', KEYS[1])
+    if ttl > 0 then redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
+    else redis.call('SET', KEYS[2], ARGV[1]) end
+    out[2] = 1
+  end
 end
 if #ARGV > 2 then
   local names = {}
@@ -551,12 +590,10 @@ end
 return out
 """
 
-# KEYS: lease, instance hash; ARGV: owner, lease_ms, ttl_ms
-_RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
-return 1
+# KEYS: lease; ARGV: owner
+_RESIGN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """
 
 # KEYS: instance hash, lease; ARGV: ttl_ms, channel, message, then the results in slot order
@@ -585,7 +622,8 @@ class RedisRendezvousStore(RendezvousStore):
     """Shared by every gateway replica (one Redis; the scripts derive the keys they touch,
     which a Redis Cluster would not allow). Commands share a bounded pool that queues callers
     when every connection is busy (never "too many connections"); signals arrive on one
-    pub/sub connection of their own."""
+    pub/sub connection of their own. Leases name this store's replica, kept live by one key
+    renewed every `lease_s / 3` (`start`), so a leader costs no command while it waits."""
 
     def __init__(
         self,
@@ -606,8 +644,11 @@ class RedisRendezvousStore(RendezvousStore):
         self._join = self._redis.register_script(_JOIN)
         self._seal = self._redis.register_script(_SEAL)
         self._check = self._redis.register_script(_CHECK)
-        self._renew = self._redis.register_script(_RENEW)
+        self._resign = self._redis.register_script(_RESIGN)
         self._publish = self._redis.register_script(_PUBLISH)
+        self.replica = uuid.uuid4().hex[:16]
+        self._live_prefix = prefix + "live:"
+        self._liveness: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._subscribed: asyncio.Future[None] | None = None
         self._closing = False
@@ -617,7 +658,12 @@ class RedisRendezvousStore(RendezvousStore):
 
     # -- signals
 
-    async def start(self) -> None:
+    async def start(self, *, lease_s: float) -> None:
+        if self._liveness is None:
+            await self._keep_live(lease_s)  # in force before this replica leads anything
+            self._liveness = asyncio.create_task(
+                self._stay_live(lease_s), name="rendezvous-liveness"
+            )
         if self._subscribed is None:
             self._subscribed = asyncio.get_running_loop().create_future()
             self._listener = asyncio.create_task(self._listen(), name="rendezvous-signals")
@@ -653,6 +699,18 @@ class RedisRendezvousStore(RendezvousStore):
             finally:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _keep_live(self, lease_s: float) -> None:
+        await self._redis.set(self._live_prefix + self.replica, "1", px=_ms(lease_s))
+
+    async def _stay_live(self, lease_s: float) -> None:
+        """This replica's liveness, renewed every `lease_s / 3` until it closes."""
+        while not self._closing:
+            await asyncio.sleep(lease_s / 3)
+            try:
+                await self._keep_live(lease_s)
+            except (RedisError, OSError) as exc:
+                log.warning("rendezvous.renew_failed replica=%s error=%s", self.replica, exc)
 
     def _on_signal(self, data: Any) -> None:
         text = data.decode() if isinstance(data, bytes) else str(data)
@@ -694,11 +752,14 @@ class RedisRendezvousStore(RendezvousStore):
             refs=[_ref(str(r)) for r in refs], instance=str(inst), leader=bool(int(leader))
         )
 
-    async def seal(self, group: str, instance: str) -> list[str] | None:
-        keys = [self._hash(group, instance), f"{self._prefix}{group}:open"]
-        payloads = await self._seal(
-            keys=keys, args=[instance, self._channel, f"{group}|{instance}"]
-        )
+    async def seal(self, group: str, instance: str, *, ttl_s: float) -> list[str] | None:
+        keys = [
+            self._hash(group, instance),
+            f"{self._prefix}{group}:open",
+            self._hash(group, instance) + ":lease",
+        ]
+        args = [instance, self._channel, f"{group}|{instance}", _ms(ttl_s)]
+        payloads = await self._seal(keys=keys, args=args)
         return None if payloads is None else [str(p) for p in payloads]
 
     async def status(self, group: str, instance: str) -> Status | None:
@@ -721,7 +782,7 @@ class RedisRendezvousStore(RendezvousStore):
     ) -> Check:
         keys = [self._hash(group, instance), self._hash(group, instance) + ":lease"]
         gone, claimed, *found = await self._check(
-            keys=keys, args=[owner, _ms(lease_s), *(str(s) for s in slots)]
+            keys=keys, args=[owner, self._live_prefix, *(str(s) for s in slots)]
         )
         results: list[str | None] = [str(r) if r else None for r in found]
         if len(results) < len(slots):
@@ -731,8 +792,13 @@ class RedisRendezvousStore(RendezvousStore):
     async def renew(
         self, group: str, instance: str, *, owner: str, lease_s: float, ttl_s: float
     ) -> bool:
-        keys = [self._hash(group, instance) + ":lease", self._hash(group, instance)]
-        return bool(await self._renew(keys=keys, args=[owner, _ms(lease_s), _ms(ttl_s)]))
+        """Nothing to send: the lease holds while this replica is live (`start`), and the
+        instance lives `ttl_s` from its sealing (`seal`)."""
+        return True
+
+    async def resign(self, group: str, instance: str, *, owner: str) -> None:
+        keys = [self._hash(group, instance) + ":lease"]
+        await self._resign(keys=keys, args=[owner])
 
     async def publish(
         self, group: str, instance: str, results: Sequence[str], *, ttl_s: float
@@ -743,6 +809,12 @@ class RedisRendezvousStore(RendezvousStore):
 
     async def aclose(self) -> None:
         self._closing = True
+        if self._liveness is not None:
+            self._liveness.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._liveness
+            with contextlib.suppress(RedisError, OSError):  # its leases free at once
+                await self._redis.delete(self._live_prefix + self.replica)
         if self._listener is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(self._listener), 3.0)
@@ -813,7 +885,7 @@ class Rendezvous:
         """The result of each entry, in order. `expected`: the group's size (joined with
         other callers' entries of `group`); None: the entries are the whole group."""
         try:
-            await self.store.start()
+            await self.store.start(lease_s=self.lease_s)
             refs = await self._join(
                 group, entries, expected=expected, window_s=window_s, score=score
             )
@@ -836,7 +908,7 @@ class Rendezvous:
             expected = len(entries)
         refs: list[Ref] = []
         while len(refs) < len(entries):
-            owner = uuid.uuid4().hex
+            owner = f"{self.store.replica}.{uuid.uuid4().hex}"
             joined = await self.store.join(
                 group,
                 instance=uuid.uuid4().hex[:16],
@@ -912,7 +984,7 @@ class Rendezvous:
                 # lease period
                 if key not in self._leading:
                     slots = watch.waiting_slots()
-                    owner = uuid.uuid4().hex
+                    owner = f"{self.store.replica}.{uuid.uuid4().hex}"
                     found = await self.store.check(
                         group, instance, slots, owner=owner, lease_s=self.lease_s
                     )
@@ -983,7 +1055,7 @@ class Rendezvous:
                     status = await self.store.status(group, instance)
             if status is None or status.done:
                 return
-            payloads = await self.store.seal(group, instance)
+            payloads = await self.store.seal(group, instance, ttl_s=self._ttl_s)
             if payloads is None:
                 return
             batch = Batch(
@@ -998,13 +1070,15 @@ class Rendezvous:
                 for slot in list(watch.slots):
                     if slot < len(results):
                         self._deliver(watch, slot, results[slot])
-        except Exception as exc:  # the store failed: the lease lapses, a waiter takes over
-            log.warning(
+        except Exception as exc:  # the store failed: the lease is given up (or lapses with
+            log.warning(  # this replica), a waiter takes over
                 "rendezvous.lead_failed group=%.16s instance=%s error=%s",
                 group,
                 instance,
                 f"{type(exc).__name__}: {exc}"[:300],
             )
+            with contextlib.suppress(Exception):
+                await self.store.resign(group, instance, owner=owner)
         finally:
             self._leading.discard(key)
             heartbeat.cancel()

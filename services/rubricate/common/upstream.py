@@ -46,6 +46,7 @@ re-sent (the upstream may still be working on it, e.g. a model-server task)."""
 MAX_BACKOFF_S = 8.0
 BASE_BACKOFF_S = 0.25
 
+
 class UpstreamError(Exception):
     """An upstream service failed; carries its status, error type, field and LLM usage."""
 
@@ -281,8 +282,12 @@ class ServiceClient:
         deadline: float | None = None,
         usage: Usage | None = None,
     ) -> T:
-        """A JSON call whose answer is validated as `response_model`; with `usage`, the LLM
-        usage the answer (or a failed attempt's error) reports is added to it."""
+        """A JSON call whose answer is validated as `response_model`; the LLM usage the answer
+        (or a failed attempt's error) reports is added to `usage`, by default the current
+        `request_context`'s."""
+        if usage is None:
+            ctx = current_context()
+            usage = ctx.usage if ctx is not None else None
         response = await self.send(
             method,
             path,
