@@ -187,7 +187,6 @@ class ServiceClient:
         closes it), anything else raises `UpstreamError` with the upstream's error body.
         The LLM usage an error body reports is added to `usage` for every failed attempt,
         retried ones included (a failed model call was still paid for)."""
-        attempt = 0
         ctx = current_context()
         if ctx is not None:
             clock = clock if clock is not None else ctx.clock
@@ -196,64 +195,16 @@ class ServiceClient:
         sent_headers = forward_headers(headers)  # + X-Request-ID of the request being served
         if deadline is None:
             deadline = current_deadline()
+        build = {"json": json, "content": content, "params": params, "headers": sent_headers}
+        attempt = 0
         while True:
-            timeout = self._attempt_timeout(deadline)
-            if deadline is not None:
-                sent_headers[DEADLINE_HEADER] = f"{deadline - time.monotonic():.3f}"
-            started = time.perf_counter()
-            error: UpstreamError
-            try:
-                client = self._pool.next()
-                request = client.build_request(
-                    method,
-                    path,
-                    json=json,
-                    content=content,
-                    params=params,
-                    headers=sent_headers,
-                    timeout=timeout,
-                )
-                if self._sem is None:
-                    response = await client.send(request, stream=stream)
-                else:
-                    async with self._sem:
-                        response = await client.send(request, stream=stream)
-            except httpx.TransportError as exc:
-                if clock is not None:
-                    clock.add(started, time.perf_counter())
-                UPSTREAM_ERRORS.labels(self.service, "unreachable").inc()
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise UpstreamError(
-                        service=self.service,
-                        status=None,
-                        type="deadline_exceeded",
-                        message=f"the request's deadline passed during the call ({exc!r})",
-                    ) from exc
-                error = UpstreamError(
-                    service=self.service,
-                    status=None,
-                    type="upstream_timeout" if is_timeout(exc) else "upstream_unreachable",
-                    message=f"{type(exc).__name__}: {exc}",
-                )
-                if is_timeout(exc) and method.upper() not in SAFE_METHODS:
-                    # the upstream may still be doing the work: re-sending would do it twice
-                    raise error from exc
-            else:
-                if clock is not None:
-                    clock.add(started, time.perf_counter())
-                if response.status_code < 400:
-                    return response
-                if stream:
-                    await response.aread()
-                    await response.aclose()
-                error = error_from(self.service, response)
-                if usage is not None and error.usage is not None:
-                    usage.merge(error.usage)
-                if response.status_code >= 500:  # 4xx answers are for the caller to read
-                    UPSTREAM_ERRORS.labels(self.service, "status_5xx").inc()
-                if response.status_code not in self.retry_statuses:
-                    raise error
-            if not retry or attempt >= self.retries:
+            outcome = await self._attempt(method, path, build, deadline, clock, stream)
+            if isinstance(outcome, httpx.Response):
+                return outcome
+            error, final = outcome
+            if usage is not None and error.usage is not None:
+                usage.merge(error.usage)
+            if final or not retry or attempt >= self.retries:
                 raise error
             attempt += 1
             delay = backoff_s(attempt)
@@ -267,6 +218,70 @@ class ServiceClient:
                 error,
             )
             await asyncio.sleep(delay)
+
+    async def _attempt(
+        self,
+        method: str,
+        path: str,
+        build: dict[str, Any],
+        deadline: float | None,
+        clock: WaitClock | None,
+        stream: bool,
+    ) -> httpx.Response | tuple[UpstreamError, bool]:
+        """One try: the response (below 400), or the error and whether it is final (not to
+        be retried whatever the policy: a 4xx, a passed deadline, a sent POST that timed
+        out)."""
+        timeout = self._attempt_timeout(deadline)
+        if deadline is not None:
+            build["headers"][DEADLINE_HEADER] = f"{deadline - time.monotonic():.3f}"
+        started = time.perf_counter()
+        try:
+            client = self._pool.next()
+            request = client.build_request(method, path, timeout=timeout, **build)
+            if self._sem is None:
+                response = await client.send(request, stream=stream)
+            else:
+                async with self._sem:
+                    response = await client.send(request, stream=stream)
+        except httpx.TransportError as exc:
+            if clock is not None:
+                clock.add(started, time.perf_counter())
+            return self._transport_error(exc, method, deadline)
+        if clock is not None:
+            clock.add(started, time.perf_counter())
+        if response.status_code < 400:
+            return response
+        if stream:
+            await response.aread()
+            await response.aclose()
+        error = error_from(self.service, response)
+        if response.status_code >= 500:  # 4xx answers are for the caller to read
+            UPSTREAM_ERRORS.labels(self.service, "status_5xx").inc()
+        return error, response.status_code not in self.retry_statuses
+
+    def _transport_error(
+        self, exc: httpx.TransportError, method: str, deadline: float | None
+    ) -> tuple[UpstreamError, bool]:
+        UPSTREAM_ERRORS.labels(self.service, "unreachable").inc()
+        if deadline is not None and time.monotonic() >= deadline:
+            error = UpstreamError(
+                service=self.service,
+                status=None,
+                type="deadline_exceeded",
+                message=f"the request's deadline passed during the call ({exc!r})",
+            )
+            error.__cause__ = exc
+            return error, True
+        error = UpstreamError(
+            service=self.service,
+            status=None,
+            type="upstream_timeout" if is_timeout(exc) else "upstream_unreachable",
+            message=f"{type(exc).__name__}: {exc}",
+        )
+        error.__cause__ = exc
+        # a sent call that timed out: the upstream may still be doing the work, and
+        # re-sending would do it twice
+        return error, is_timeout(exc) and method.upper() not in SAFE_METHODS
 
     async def request(
         self,
