@@ -31,7 +31,7 @@ from rubricate.gateway.settings import GatewaySettings
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.miner import tasks
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate.testing.fake_judge import FakeJudgeBackend
 
 FRACTIONS = (0.0, 0.05, 1.0)
@@ -82,7 +82,7 @@ async def run(args: argparse.Namespace) -> None:
             httpx.AsyncClient(base_url=platform.urls["gateway"], timeout=600) as client,
         ):
             engine = make_engine(f"sqlite:///{Path(tmp) / 'rubricate.db'}")
-            reference = VerifierService(
+            reference = StageScoringService(
                 backend=FakeJudgeBackend(delay_s=args.judge_delay),
                 tasks=TaskSettings(scoring_design="generate"),
                 llm=LLMSettings(max_retries=0),

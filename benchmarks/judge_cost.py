@@ -13,7 +13,7 @@ Groups: cases of the shipped stagewise evaluation set (`rubricate/examples/stage
 each the original trajectory and degraded versions of it (`rubricate.evaluation.degrade`), 8
 rollouts; rubrics at the paper's caps (active 3/2/2/3 per stage, RubricEM App. C) plus one
 persistent answer rubric per vital nugget of the case. (a) and (b) run the verifier's own
-service code (`VerifierService`), one request per rollout sent at once as the gateway does.
+service code (`StageScoringService`), one request per rollout sent at once as the gateway does.
 
 Per design: judge calls, prompt tokens, prompt tokens NOT served from a cached prefix,
 completion tokens, wall time per group, and the ratios of (a) and (b) to (c). Uncached
@@ -62,7 +62,7 @@ from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.stagewise.domain.stages import parse_stages
 from rubricate.stagewise.verifier.schemas import StageScoresRequest
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate_client.constants import ACTIVE_CAPS, STAGES
 from rubricate_client.schemas.rubrics import Rubric, RubricSpec, Stage
 
@@ -244,7 +244,7 @@ async def run_rubricate(
     llm: LLMSettings,
     requests: Sequence[StageScoresRequest],
 ) -> None:
-    service = VerifierService(
+    service = StageScoringService(
         backend=backend,
         tasks=TaskSettings(scoring_design=design),
         llm=llm,

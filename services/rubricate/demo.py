@@ -18,6 +18,7 @@ from rich.text import Text
 
 from rubricate.embedded import EmbeddedPlatform
 from rubricate_client.constants import STAGES
+from rubricate_client.endpoints import STAGEWISE_SCORE
 
 console = Console()
 
@@ -65,7 +66,7 @@ async def _run(data_dir: Path) -> int:
     )
     try:
         async with httpx.AsyncClient(base_url=platform.urls["gateway"], timeout=1800) as client:
-            request = asyncio.create_task(client.post("/v1/stagewise/score", json=group))
+            request = asyncio.create_task(client.post(STAGEWISE_SCORE.path, json=group))
             t0 = time.perf_counter()
             shown = 0
             with Live(console=console, refresh_per_second=4, transient=True) as live:

@@ -2,7 +2,7 @@
 containing a flattering phrase, a reference judge (a fake) that does not, and
 groups of a training run in which the policy uses the phrase more and more.
 
-Both fakes answer the verifier's `generate` design through `VerifierService`, so the audit
+Both fakes answer the verifier's `generate` design through `StageScoringService`, so the audit
 runs the real prompt building, parsing and scoring code; only the model is fake."""
 
 import json
@@ -15,7 +15,7 @@ from rubricate.llm.settings import LLMSettings
 from rubricate.stagewise.domain.scoring import stage_score
 from rubricate.stagewise.domain.stages import parse_stages
 from rubricate.stagewise.verifier.schemas import StageScoresRequest
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate.testing.fake_judge import FakeJudgeBackend
 from rubricate_client.constants import STAGES
 from rubricate_client.schemas.rubrics import Rubric
@@ -62,9 +62,9 @@ def sheet_handler(*, gamed: bool, fail: bool = False):  # type: ignore[no-untype
     return handle
 
 
-def judge(*, gamed: bool, fail: bool = False) -> VerifierService:
+def judge(*, gamed: bool, fail: bool = False) -> StageScoringService:
     backend = FakeJudgeBackend(handlers={"score_sheet": sheet_handler(gamed=gamed, fail=fail)})
-    return VerifierService(
+    return StageScoringService(
         backend=backend,
         tasks=TaskSettings(scoring_design="generate"),
         llm=LLMSettings(max_retries=0, backoff_base_s=0.001, backoff_max_s=0.002),
@@ -72,7 +72,7 @@ def judge(*, gamed: bool, fail: bool = False) -> VerifierService:
 
 
 async def scored_group(
-    live: VerifierService, *, scoring_id: str, question_id: str, step: int, texts: list[str]
+    live: StageScoringService, *, scoring_id: str, question_id: str, step: int, texts: list[str]
 ) -> AuditSubmission:
     """What the gateway submits after the live judge scored `texts` as one group."""
     rollouts = []

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis
 
+from rubricate.common.deadlines import current_deadline, deadline_scope
 from rubricate.common.metrics import REDIS_COMMANDS
 from rubricate.common.rendezvous import (
     Batch,
@@ -21,7 +22,6 @@ from rubricate.common.rendezvous import (
     RendezvousStore,
     Scored,
 )
-from rubricate.common.deadlines import current_deadline, deadline_scope
 
 RETENTION_S = 60.0
 

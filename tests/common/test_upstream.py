@@ -12,9 +12,15 @@ import pytest
 from pydantic import BaseModel
 
 from rubricate.common import upstream
-from rubricate.common.schemas import TaskResponse
 from rubricate.common.request_context import WaitClock
-from rubricate.common.upstream import MAX_BACKOFF_S, ServiceClient, UpstreamError, backoff_s, upstream_failure
+from rubricate.common.schemas import TaskResponse
+from rubricate.common.upstream import (
+    MAX_BACKOFF_S,
+    ServiceClient,
+    UpstreamError,
+    backoff_s,
+    upstream_failure,
+)
 from rubricate.common.usage import Usage
 from rubricate_client.schemas.common import UsageOut
 

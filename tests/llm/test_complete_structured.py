@@ -7,9 +7,10 @@ from pydantic import BaseModel, Field
 
 from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.errors import BackendRequestError, OutputParseError, TransportError
 from rubricate.llm.fake import FakeBackend
-from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.structured import json_schema_for
 
 
 class Item(BaseModel):

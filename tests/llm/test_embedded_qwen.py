@@ -8,9 +8,9 @@ from pydantic import BaseModel, Field
 
 from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.model_files import QWEN_CODER_1_5B, resolve_model_path
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.structured import complete_structured
 from rubricate.stagewise.prompts import scoring as stage_scoring
 
 from .conftest import LLAMA_CPP_ERROR

@@ -8,9 +8,10 @@ from pydantic import BaseModel, Field
 
 from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.errors import TransportError
 from rubricate.llm.fake import FakeBackend, InstantFakeBackend, minimal_instance
-from rubricate.llm.structured import complete_structured, json_schema_for
+from rubricate.llm.structured import json_schema_for
 from rubricate.stagewise.prompts import rubric_generation as stage_rubrics
 from rubricate.stagewise.prompts import scoring as stage_scoring
 

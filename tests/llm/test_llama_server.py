@@ -5,10 +5,10 @@ from pydantic import BaseModel, Field
 
 from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.errors import BackendRequestError, TransportError
 from rubricate.llm.openai_compat import OpenAICompatBackend
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.structured import complete_structured
 
 from .conftest import LLAMA_CPP_ERROR
 

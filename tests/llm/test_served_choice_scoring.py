@@ -140,7 +140,7 @@ async def test_start_up_finds_a_server_without_log_probabilities(
     app = create_app(llm=served(no_logprobs_url))
     with caplog.at_level(logging.ERROR, logger="rubricate.llm.server"):
         async with app.router.lifespan_context(app):
-            assert app.state.service.design == "generate"
+            assert app.state.stage_scoring.design == "generate"
             assert getattr(app.state, NUGGETS).design == "generate"
     lines = [r.getMessage() for r in caplog.records if r.name == "rubricate.llm.server"]
     assert len(lines) == 1 and "\n" not in lines[0]
@@ -162,9 +162,9 @@ async def test_a_server_with_log_probabilities_can_have_the_choices_design(
 ) -> None:
     app = create_app(llm=served(logprobs_url))
     async with app.router.lifespan_context(app):
-        assert app.state.service.design == "generate"  # auto on a served backend (measured)
+        assert app.state.stage_scoring.design == "generate"  # auto on a served backend (measured)
     app = create_app(llm=served(logprobs_url), tasks=TaskSettings(scoring_design="choices"))
     async with app.router.lifespan_context(app):
-        assert app.state.service.design == "choices"
+        assert app.state.stage_scoring.design == "choices"
         # nugget choices read after the reply prefix `["`: not without continue_final_message
         assert getattr(app.state, NUGGETS).design == "generate"

@@ -16,9 +16,9 @@ from pydantic import BaseModel
 
 from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message, TokenLogprob
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.errors import BackendRequestError
 from rubricate.llm.openai_compat import OpenAICompatBackend
-from rubricate.llm.structured import complete_structured
 from rubricate.llm.vllm_backend import VLLMBackend, _logprobs, _token_ids, vllm_available
 
 

@@ -18,9 +18,9 @@ from pydantic import BaseModel
 
 from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, Message
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.errors import BackendRequestError, TransportError
 from rubricate.llm.settings import LLMSettings
-from rubricate.llm.structured import complete_structured
 from rubricate.llm.vllm_backend import VLLMBackend
 
 

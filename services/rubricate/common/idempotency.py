@@ -525,9 +525,11 @@ class IdempotencyMiddleware:
             stored = Stored(
                 fingerprint=fingerprint, status=status, headers=kept, body=b"".join(chunks)
             )
-            kept = await self._settle("put", self.store.put(key, stored, ttl_s=self.ttl_s), key)
+            saved = await self._settle("put", self.store.put(key, stored, ttl_s=self.ttl_s), key)
             # not kept: a retry must not wait on a pending key that nobody settles
-            if not kept and not await self._settle("release", self.store.release(key, marker), key):
+            if not saved and not await self._settle(
+                "release", self.store.release(key, marker), key
+            ):
                 self._later(key, marker, stored)
         elif not await self._settle("release", self.store.release(key, marker), key):
             self._later(key, marker, None)

@@ -758,7 +758,7 @@ class RedisRendezvousStore(RendezvousStore):
             f"{self._prefix}{group}:open",
             self._hash(group, instance) + ":lease",
         ]
-        args = [instance, self._channel, f"{group}|{instance}", _ms(ttl_s)]
+        args: list[str | int] = [instance, self._channel, f"{group}|{instance}", _ms(ttl_s)]
         payloads = await self._seal(keys=keys, args=args)
         return None if payloads is None else [str(p) for p in payloads]
 

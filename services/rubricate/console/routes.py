@@ -6,10 +6,13 @@ CSRF token and from the console's own origin. Data comes from the public API onl
 (`console.api.ConsoleApi`), scoped to the session's tenant.
 """
 
+import functools
 import hashlib
 import hmac
+import inspect
 import re
 import secrets
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, quote, urlencode
@@ -175,8 +178,23 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[-1] for k, v in parsed.items()}
 
 
+def _error(
+    request: Request, session: sessions.Session | None, status: int, message: str
+) -> HTMLResponse:
+    return _render(
+        request, "error.html", session, status=status, status_code=status, message=message
+    )
+
+
 def _refused(request: Request, session: sessions.Session | None, why: str) -> HTMLResponse:
-    return _render(request, "error.html", session, status=403, status_code=403, message=why)
+    return _error(request, session, 403, why)
+
+
+def _invalid(
+    request: Request, session: sessions.Session, what: str, exc: Exception
+) -> HTMLResponse:
+    """A form whose values the API's request model refused (422)."""
+    return _error(request, session, 422, f"Not a valid {what}: {exc}")
 
 
 def _checked_post(
@@ -199,9 +217,47 @@ def _checked_post(
 
 def _failure(request: Request, session: sessions.Session, exc: ApiFailure) -> HTMLResponse:
     status = exc.status if 400 <= exc.status < 600 else 502
-    return _render(
-        request, "error.html", session, status=status, status_code=status, message=exc.message
-    )
+    return _error(request, session, status, exc.message)
+
+
+Handler = Callable[..., Awaitable[Response]]
+
+
+def _signed_in(handler: Handler) -> Handler:
+    """A page for a signed-in session: `handler(request, session, **path)`; without a
+    session, a redirect to the sign-in page."""
+
+    async def page(request: Request, **path: Any) -> Response:
+        session = _session(request)
+        if session is None:
+            return _to_login(request)
+        return await handler(request, session, **path)
+
+    return _route(page, handler, injected=("session",))
+
+
+def _checked(handler: Handler) -> Handler:
+    """A state-changing POST: `handler(request, session, form, **path)` once `_checked_post`
+    accepts the session, the origin and the CSRF token; else its refusal."""
+
+    async def post(request: Request, **path: Any) -> Response:
+        form = await _form(request)
+        session, refusal = _checked_post(request, form)
+        if refusal is not None or session is None:
+            return refusal or _to_login(request)
+        return await handler(request, session, form, **path)
+
+    return _route(post, handler, injected=("session", "form"))
+
+
+def _route(wrapper: Handler, handler: Handler, *, injected: tuple[str, ...]) -> Handler:
+    """`wrapper` named as `handler`, with its signature less the `injected` parameters: the
+    signature FastAPI reads for the route's parameters."""
+    functools.update_wrapper(wrapper, handler)
+    signature = inspect.signature(handler)
+    kept = [p for p in signature.parameters.values() if p.name not in injected]
+    setattr(wrapper, "__signature__", signature.replace(parameters=kept))  # noqa: B010
+    return wrapper
 
 
 def _int(value: str | None, default: int, lo: int, hi: int) -> int:
@@ -304,11 +360,8 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout", response_model=None)
-async def logout(request: Request) -> Response:
-    form = await _form(request)
-    _, refusal = _checked_post(request, form)
-    if refusal is not None:
-        return refusal
+@_checked
+async def logout(request: Request, session: sessions.Session, form: dict[str, str]) -> Response:
     response = RedirectResponse(f"{PREFIX}/login", status_code=303, headers=SECURITY_HEADERS)
     response.delete_cookie(
         sessions.COOKIE_NAME, path=PREFIX, httponly=True, samesite="strict", secure=_secure(request)
@@ -320,10 +373,8 @@ async def logout(request: Request) -> Response:
 
 
 @router.get("/questions", response_model=None)
-async def questions(request: Request) -> Response:
-    session = _session(request)
-    if session is None:
-        return _to_login(request)
+@_signed_in
+async def questions(request: Request, session: sessions.Session) -> Response:
     api = _api(request, session)
     size = _settings(request).page_size
     q = request.query_params
@@ -362,10 +413,8 @@ async def questions(request: Request) -> Response:
 
 
 @router.get("/questions/{question_id}", response_model=None)
-async def question(request: Request, question_id: str) -> Response:
-    session = _session(request)
-    if session is None:
-        return _to_login(request)
+@_signed_in
+async def question(request: Request, session: sessions.Session, question_id: str) -> Response:
     api = _api(request, session)
     path = {"question_id": question_id}
     try:
@@ -418,11 +467,14 @@ async def question(request: Request, question_id: str) -> Response:
 
 
 @router.post("/questions/{question_id}/rubrics/{rubric_id}", response_model=None)
-async def curate_rubric(request: Request, question_id: str, rubric_id: str) -> Response:
-    form = await _form(request)
-    session, refusal = _checked_post(request, form)
-    if refusal is not None or session is None:
-        return refusal or _to_login(request)
+@_checked
+async def curate_rubric(
+    request: Request,
+    session: sessions.Session,
+    form: dict[str, str],
+    question_id: str,
+    rubric_id: str,
+) -> Response:
     action = form.get("action", "")
     reason = form.get("reason", "").strip() or None
     try:
@@ -438,14 +490,7 @@ async def curate_rubric(request: Request, question_id: str, rubric_id: str) -> R
             {"action": action, "edit": edit, "reason": reason}
         )
     except ValueError as exc:
-        return _render(
-            request,
-            "error.html",
-            session,
-            status=422,
-            status_code=422,
-            message=f"Not a valid change: {exc}",
-        )
+        return _invalid(request, session, "change", exc)
     try:
         await _api(request, session).call(
             RUBRIC_CURATE, params={"question_id": question_id, "rubric_id": rubric_id}, body=body
@@ -456,24 +501,16 @@ async def curate_rubric(request: Request, question_id: str, rubric_id: str) -> R
 
 
 @router.post("/questions/{question_id}/replay", response_model=None)
-async def replay_question(request: Request, question_id: str) -> Response:
-    form = await _form(request)
-    session, refusal = _checked_post(request, form)
-    if refusal is not None or session is None:
-        return refusal or _to_login(request)
+@_checked
+async def replay_question(
+    request: Request, session: sessions.Session, form: dict[str, str], question_id: str
+) -> Response:
     judge = form.get("judge", "reference")
     try:
         body = ReplayRequest.model_validate({"question_id": question_id, "judge": judge})
         job = await _api(request, session).call(AUDIT_REPLAY, body=body)
     except ValueError as exc:
-        return _render(
-            request,
-            "error.html",
-            session,
-            status=422,
-            status_code=422,
-            message=f"Not a valid replay: {exc}",
-        )
+        return _invalid(request, session, "replay", exc)
     except ApiFailure as exc:
         return _failure(request, session, exc)
     return _back(f"{PREFIX}/jobs", f"Replay {job.id} queued.")
@@ -487,10 +524,8 @@ def _quote(value: str) -> str:
 
 
 @router.get("/bank", response_model=None)
-async def bank(request: Request) -> Response:
-    session = _session(request)
-    if session is None:
-        return _to_login(request)
+@_signed_in
+async def bank(request: Request, session: sessions.Session) -> Response:
     size = _settings(request).page_size
     q = request.query_params
     status = q.get("status", "")
@@ -516,10 +551,8 @@ async def bank(request: Request) -> Response:
 
 
 @router.get("/bank/{question_hash}", response_model=None)
-async def bank_item(request: Request, question_hash: str) -> Response:
-    session = _session(request)
-    if session is None:
-        return _to_login(request)
+@_signed_in
+async def bank_item(request: Request, session: sessions.Session, question_hash: str) -> Response:
     try:
         history = await _api(request, session).call(
             BANK_ITEM_HISTORY, params={"question_hash": question_hash}
@@ -530,11 +563,10 @@ async def bank_item(request: Request, question_hash: str) -> Response:
 
 
 @router.post("/bank/{question_hash}", response_model=None)
-async def curate_bank_item(request: Request, question_hash: str) -> Response:
-    form = await _form(request)
-    session, refusal = _checked_post(request, form)
-    if refusal is not None or session is None:
-        return refusal or _to_login(request)
+@_checked
+async def curate_bank_item(
+    request: Request, session: sessions.Session, form: dict[str, str], question_hash: str
+) -> Response:
     action = form.get("action", "")
     payload: dict[str, Any] = {
         "action": action,
@@ -552,14 +584,7 @@ async def curate_bank_item(request: Request, question_hash: str) -> Response:
     try:
         body = BankItemCurationRequest.model_validate(payload)
     except ValueError as exc:
-        return _render(
-            request,
-            "error.html",
-            session,
-            status=422,
-            status_code=422,
-            message=f"Not a valid change: {exc}",
-        )
+        return _invalid(request, session, "change", exc)
     try:
         await _api(request, session).call(
             BANK_ITEM_CURATE, params={"question_hash": question_hash}, body=body
@@ -579,10 +604,8 @@ def _lines(text: str) -> list[str]:
 
 
 @router.get("/audit", response_model=None)
-async def audit(request: Request) -> Response:
-    session = _session(request)
-    if session is None:
-        return _to_login(request)
+@_signed_in
+async def audit(request: Request, session: sessions.Session) -> Response:
     api = _api(request, session)
     question_id = request.query_params.get("question_id") or None
     try:
@@ -619,17 +642,13 @@ async def _jobs(request: Request, session: sessions.Session) -> dict[str, Any]:
 
 
 @router.get("/jobs", response_model=None)
-async def jobs(request: Request) -> Response:
-    session = _session(request)
-    if session is None:
-        return _to_login(request)
+@_signed_in
+async def jobs(request: Request, session: sessions.Session) -> Response:
     return _render(request, "jobs.html", session, **await _jobs(request, session))
 
 
 @router.get("/jobs/table", response_model=None)
-async def jobs_table(request: Request) -> Response:
+@_signed_in
+async def jobs_table(request: Request, session: sessions.Session) -> Response:
     """The jobs table alone: the page polls it while a job is queued or running."""
-    session = _session(request)
-    if session is None:
-        return _to_login(request)
     return _render(request, "_jobs_table.html", session, **await _jobs(request, session))

@@ -1,51 +1,115 @@
-"""`rubricate eval ...` subcommands (judge fidelity). Heavy imports happen when one runs."""
+"""`rubricate eval ...` subcommands (judge fidelity). Heavy imports happen when one runs.
+
+`register` adds the `eval` command and one sub-command per harness, each built by its own
+`_add_<harness>` function; the options several harnesses share (`--data`, `--limit`,
+`--seed`, `--concurrency`, `--backend`, `--gateway`, `--json`) are written once below.
+"""
 
 import argparse
+from collections.abc import Callable, Coroutine
+from importlib import import_module
 from pathlib import Path
+from typing import Any, TypeAlias
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+_BACKEND_HELP = "LLM backend of the embedded platform (default: RUBRICATE_LLM_BACKEND)"
 
 
-def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(subparsers: Subparsers) -> None:
     evaluate = subparsers.add_parser("eval", help="measure judge fidelity on labelled data")
     sub = evaluate.add_subparsers(dest="eval_command", required=True)
+    _add_nuggets(sub)
+    _add_calibrate(sub)
+    _add_stagewise(sub)
+    _add_grounding(sub)
+    _add_injection(sub)
 
+
+# --- options several harnesses share ---------------------------------------------------------
+
+
+def _data(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, required=True, help="labelled JSONL file")
+
+
+def _limit(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--limit", type=int, default=None, help=f"at most this many {what}")
+
+
+def _seed(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--seed", type=int, default=0, help=help)
+
+
+def _concurrency(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--concurrency", type=int, default=1, help=f"{what} at once (default 1)")
+
+
+def _backend(parser: argparse.ArgumentParser, help: str = _BACKEND_HELP) -> None:
+    parser.add_argument(
+        "--backend", choices=("embedded", "openai", "vllm"), default=None, help=help
+    )
+
+
+def _gateway(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gateway", default=None, help="URL of a running gateway instead of an embedded one"
+    )
+
+
+def _json(parser: argparse.ArgumentParser, help: str = "write here") -> None:
+    parser.add_argument("--json", type=Path, default=None, dest="json_path", help=help)
+
+
+def _runs(module: str, function: str) -> Callable[[argparse.Namespace], int]:
+    """The sub-command's handler: import `module` when it runs, then run its coroutine
+    `function(args)` to completion."""
+
+    def handler(args: argparse.Namespace) -> int:
+        import asyncio
+
+        run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+        run = getattr(import_module(module), function)
+        return asyncio.run(run(args))
+
+    return handler
+
+
+# --- one sub-command per harness -------------------------------------------------------------
+
+
+def _add_nuggets(sub: Subparsers) -> None:
     nuggets = sub.add_parser(
         "nuggets",
         help="nugget verification against reference labels (RAG24-style JSONL)",
         description="Run the platform's nugget verification on every (answer, nugget) pair "
         "of a labelled JSONL file and report agreement with the reference labels.",
     )
-    nuggets.add_argument("--data", type=Path, required=True, help="labelled JSONL file")
-    nuggets.add_argument("--limit", type=int, default=None, help="at most this many pairs")
+    _data(nuggets)
+    _limit(nuggets, "pairs")
     nuggets.add_argument("--per-topic", type=int, default=None, help="nuggets per topic")
-    nuggets.add_argument("--seed", type=int, default=0, help="seed of the topic and nugget sample")
-    nuggets.add_argument(
-        "--concurrency", type=int, default=1, help="records verified at once (default 1)"
-    )
+    _seed(nuggets, "seed of the topic and nugget sample")
+    _concurrency(nuggets, "records verified")
     nuggets.add_argument("--batch-size", type=int, default=None, help="nuggets per verifier call")
-    nuggets.add_argument(
-        "--backend",
-        choices=("embedded", "openai", "vllm"),
-        default=None,
-        help="LLM backend of the embedded platform (default: RUBRICATE_LLM_BACKEND)",
-    )
+    _backend(nuggets)
     nuggets.add_argument(
         "--judge",
         choices=("platform", "lexical"),
         default="platform",
         help="platform: the nugget verifier; lexical: word-overlap baseline, no model",
     )
-    nuggets.add_argument(
-        "--gateway", default=None, help="URL of a running gateway instead of an embedded one"
-    )
+    _gateway(nuggets)
     nuggets.add_argument(
         "--probabilities",
         action="store_true",
         help="ask for label probabilities and report the soft reward (free in the choices "
         "design; the generate design on embedded loads the model with all logits)",
     )
-    nuggets.add_argument("--json", type=Path, default=None, dest="json_path", help="write here")
-    nuggets.set_defaults(func=_eval_nuggets)
+    _json(nuggets)
+    nuggets.set_defaults(func=_runs("rubricate.evaluation.runner", "eval_nuggets"))
 
+
+def _add_calibrate(sub: Subparsers) -> None:
     calibrate = sub.add_parser(
         "calibrate",
         help="fit the nugget verifier's label calibration on labelled data",
@@ -55,7 +119,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "cross-validated metrics (whole topics per fold) and write it as JSON, for "
         "RUBRICATE_NUGGET_TASK_CALIBRATION=FILE or verifier/calibrations/MODEL.json.",
     )
-    calibrate.add_argument("--data", type=Path, required=True, help="labelled JSONL file")
+    _data(calibrate)
     calibrate.add_argument("--out", type=Path, required=True, help="calibration JSON to write")
     calibrate.add_argument(
         "--features",
@@ -63,9 +127,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         default=None,
         help="per-pair features JSONL, reused and extended (default: OUT.features.jsonl)",
     )
-    calibrate.add_argument("--limit", type=int, default=None, help="at most this many pairs")
+    _limit(calibrate, "pairs")
     calibrate.add_argument("--per-topic", type=int, default=None, help="nuggets per topic")
-    calibrate.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    _seed(calibrate, "seed of the sample")
     calibrate.add_argument(
         "--exclude-topics",
         type=Path,
@@ -73,8 +137,10 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         help="file of topic ids (whitespace-separated) to leave out, e.g. an evaluation slice",
     )
     calibrate.add_argument("--l2", type=float, default=0.01, help="L2 penalty (default 0.01)")
-    calibrate.set_defaults(func=_eval_calibrate)
+    calibrate.set_defaults(func=_runs("rubricate.evaluation.calibrate_run", "eval_calibrate"))
 
+
+def _add_stagewise(sub: Subparsers) -> None:
     from rubricate.evaluation.degrade import KINDS
 
     stagewise = sub.add_parser(
@@ -91,11 +157,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         default=None,
         help="stagewise cases JSONL (default: the shipped rubricate/examples/stagewise_eval.jsonl)",
     )
-    stagewise.add_argument("--limit", type=int, default=None, help="at most this many cases")
-    stagewise.add_argument("--seed", type=int, default=0, help="seed of the sample and damage")
-    stagewise.add_argument(
-        "--concurrency", type=int, default=1, help="groups scored at once (default 1)"
-    )
+    _limit(stagewise, "cases")
+    _seed(stagewise, "seed of the sample and damage")
+    _concurrency(stagewise, "groups scored")
     stagewise.add_argument(
         "--kinds", nargs="+", choices=KINDS, default=None, help="kinds of damage (default all)"
     )
@@ -104,20 +168,13 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         action="store_true",
         help="send each vital nugget as a persistent answer rubric",
     )
-    stagewise.add_argument(
-        "--backend",
-        choices=("embedded", "openai", "vllm"),
-        default=None,
-        help="LLM backend of the embedded platform (default: RUBRICATE_LLM_BACKEND)",
-    )
-    stagewise.add_argument(
-        "--gateway", default=None, help="URL of a running gateway instead of an embedded one"
-    )
-    stagewise.add_argument(
-        "--json", type=Path, default=None, dest="json_path", help="write the report here"
-    )
-    stagewise.set_defaults(func=_eval_stagewise)
+    _backend(stagewise)
+    _gateway(stagewise)
+    _json(stagewise, "write the report here")
+    stagewise.set_defaults(func=_runs("rubricate.evaluation.stagewise", "eval_stagewise"))
 
+
+def _add_grounding(sub: Subparsers) -> None:
     grounding = sub.add_parser(
         "grounding",
         help="the grounded-support check's cost on labelled nugget data (no model)",
@@ -126,7 +183,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         "macro-F1 and supported-vs-not F1 before and after, for the shipped rule and, with "
         "--choose, for a grid. Exit status 1 when the shipped rule costs more than --max-fall.",
     )
-    grounding.add_argument("--data", type=Path, required=True, help="labelled JSONL file")
+    _data(grounding)
     grounding.add_argument(
         "--features",
         type=Path,
@@ -135,8 +192,12 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     grounding.add_argument("--max-fall", type=float, default=0.01, help="allowed fall (0.01)")
     grounding.add_argument("--choose", action="store_true", help="also search the rule grid")
-    grounding.add_argument("--json", type=Path, default=None, dest="json_path", help="write here")
+    _json(grounding)
     grounding.set_defaults(func=_eval_grounding)
+
+
+def _add_injection(sub: Subparsers) -> None:
+    from rubricate.evaluation.injection_judges import KINDS
 
     injection = sub.add_parser(
         "injection",
@@ -153,16 +214,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     )
     injection.add_argument(
         "--judge",
-        choices=(
-            "stagewise",
-            "nuggets-long",
-            "nuggets-short",
-            "steps",
-            "reflections",
-            "listwise",
-            "rank",
-            "all",
-        ),
+        choices=("stagewise", *KINDS, "all"),
         default="stagewise",
         help="the judge to attack (default stagewise; all = every judge but stagewise)",
     )
@@ -185,44 +237,16 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
         default="both",
         help="stagewise scoring design (default both; choices needs the embedded backend)",
     )
-    injection.add_argument("--limit", type=int, default=None, help="at most this many variants")
+    _limit(injection, "variants")
     injection.add_argument(
         "--variants", nargs="+", default=None, help="only these variants (default all)"
     )
-    injection.add_argument(
-        "--backend",
-        choices=("embedded", "openai", "vllm"),
-        default=None,
-        help="LLM backend (default: RUBRICATE_LLM_BACKEND)",
-    )
-    injection.add_argument(
-        "--json", type=Path, default=None, dest="json_path", help="write the report here"
-    )
+    _backend(injection, "LLM backend (default: RUBRICATE_LLM_BACKEND)")
+    _json(injection, "write the report here")
     injection.set_defaults(func=_eval_injection)
 
 
-def _eval_nuggets(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from rubricate.evaluation.runner import eval_nuggets
-
-    return asyncio.run(eval_nuggets(args))
-
-
-def _eval_calibrate(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from rubricate.evaluation.calibrate_run import eval_calibrate
-
-    return asyncio.run(eval_calibrate(args))
-
-
-def _eval_stagewise(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from rubricate.evaluation.stagewise import eval_stagewise
-
-    return asyncio.run(eval_stagewise(args))
+# --- handlers that do more than run one coroutine ---------------------------------------------
 
 
 def _eval_grounding(args: argparse.Namespace) -> int:

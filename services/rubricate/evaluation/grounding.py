@@ -12,7 +12,6 @@ whose fall in macro-F1 and in supported-vs-not F1 stays within `--max-fall`.
 """
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 from rubricate.evaluation.calibrate_run import load_samples
 from rubricate.evaluation.calibration import DEFAULT_L2, Sample, label_metrics, out_of_fold
+from rubricate.evaluation.harness import write_report
 from rubricate.evaluation.nuggets import load_records
 from rubricate.nuggets.domain.grounding import CALIBRATED, GroundingRule, grounded_label
 from rubricate_client.schemas.nuggets import Label
@@ -142,16 +142,14 @@ def eval_grounding(args: argparse.Namespace) -> int:
     if args.choose:
         print(f"grid of {len(rows)} rules; strictest within a fall of {args.max_fall}:")
         print("  " + (format_row(chosen) if chosen else "none"))
-    if args.json_path is not None:
-        report = {
-            "pairs": len(ps),
-            "topics": topics,
-            "shipped": shipped,
-            "grid": rows,
-            "chosen": chosen,
-        }
-        args.json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"written to {args.json_path}")
+    report = {
+        "pairs": len(ps),
+        "topics": topics,
+        "shipped": shipped,
+        "grid": rows,
+        "chosen": chosen,
+    }
+    write_report(args.json_path, report)
     within = shipped["fall_macro_f1"] <= args.max_fall and shipped["fall_supported_f1"] <= (
         args.max_fall
     )

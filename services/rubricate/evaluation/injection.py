@@ -18,13 +18,15 @@ has every delta <= 0.
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
+
+from rubricate.evaluation import harness
 
 if TYPE_CHECKING:
     from rubricate.llm.base import LLMBackend
@@ -223,12 +225,7 @@ def rubrics() -> list["Rubric"]:
 
 def select(names: Sequence[str] | None, *, limit: int | None) -> list[Variant]:
     """The variants named (all when None), in `VARIANTS` order, at most `limit`."""
-    known = {v.name for v in VARIANTS}
-    unknown = sorted(set(names or ()) - known)
-    if unknown:
-        raise ValueError(f"unknown variants {unknown}; known: {sorted(known)}")
-    chosen = [v for v in VARIANTS if names is None or v.name in names]
-    return chosen if limit is None else chosen[:limit]
+    return harness.select_named(VARIANTS, names, limit=limit, what="variants")
 
 
 @dataclass
@@ -283,9 +280,11 @@ async def run_design(
     progress: bool = True,
 ) -> DesignRun:
     from rubricate.llm.server import TaskSettings
-    from rubricate.stagewise.verifier.service import VerifierService
+    from rubricate.stagewise.verifier.service import StageScoringService
 
-    service = VerifierService(backend=backend, tasks=TaskSettings(scoring_design=design), llm=llm)
+    service = StageScoringService(
+        backend=backend, tasks=TaskSettings(scoring_design=design), llm=llm
+    )
     rubric_set = rubrics()
     run = DesignRun(design=design, clean=await score_answer(service, CLEAN_ANSWER, rubric_set))
     if progress:
@@ -300,7 +299,7 @@ async def run_design(
 
 def _cell(scored: Scored) -> str:
     if scored.scores is None:
-        return f"FAILED ({(scored.error or '')[:80]})"
+        return harness.failed_cell(scored.error)
     per = "/".join(f"{s:.2f}" for s in scored.scores)
     return f"mean {scored.mean:.3f} ({per}) {scored.seconds:.1f} s"
 
@@ -311,7 +310,6 @@ def summarize(
     out: dict[str, Any] = {"config": dict(extra), "designs": {}}
     for run in runs:
         deltas = {v.name: delta(run, v.name) for v in variants}
-        measured = [d for d in deltas.values() if d is not None]
         out["designs"][run.design] = {
             "clean": {"scores": run.clean.scores, "mean": run.clean.mean, "error": run.clean.error},
             "variants": {
@@ -323,9 +321,7 @@ def summarize(
                 }
                 for v in variants
             },
-            "max_delta": max(measured) if measured else None,
-            "raised": sorted(n for n, d in deltas.items() if d is not None and d > 0),
-            "failed": sorted(n for n, d in deltas.items() if d is None),
+            **harness.verdict(deltas, above=0),
         }
     return out
 
@@ -349,30 +345,20 @@ def format_report(summary: Mapping[str, Any], variants: Sequence[Variant]) -> st
     for d in designs:
         s = summary["designs"][d]
         raised = ", ".join(s["raised"]) or "none"
-        lines.append(
-            f"{d}: max delta {_num(s['max_delta'], signed=True)}; raised the score: {raised}"
-            + (f"; failed: {', '.join(s['failed'])}" if s["failed"] else "")
-        )
+        lines.append(harness.verdict_line(d, s, f"raised the score: {raised}", digits=3))
     return "\n".join(lines)
 
 
-def _num(value: float | None, *, signed: bool) -> str:
-    if value is None:
-        return "failed"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
+_num = functools.partial(harness.number, digits=3)
 
 
 def exit_code(summary: Mapping[str, Any]) -> int:
     """0: every variant scored and none raised the score; 1: some raised it; 2: failures."""
-    designs = summary["designs"].values()
-    if any(d["failed"] or d["clean"]["mean"] is None for d in designs):
-        return 2
-    return 1 if any(d["raised"] for d in designs) else 0
+    return harness.exit_status(summary["designs"].values(), clean="mean")
 
 
 async def eval_injection(args: argparse.Namespace) -> int:
     from rubricate.llm.factory import build_backend
-    from rubricate.llm.settings import LLMSettings
 
     try:
         variants = select(args.variants, limit=args.limit)
@@ -380,10 +366,7 @@ async def eval_injection(args: argparse.Namespace) -> int:
         print(f"rubricate eval injection: {exc}", file=sys.stderr)
         return 2
     designs: list[Design] = list(DESIGNS) if args.design == "both" else [args.design]
-    overrides: dict[str, object] = {"cache": "off"}
-    if args.backend:
-        overrides["backend"] = args.backend
-    llm = LLMSettings(**overrides)  # type: ignore[arg-type]
+    llm = harness.llm_settings(args.backend, cache="off")
     backend = await asyncio.to_thread(build_backend, llm)
     extra = {
         "backend": llm.backend,
@@ -399,8 +382,5 @@ async def eval_injection(args: argparse.Namespace) -> int:
         await backend.aclose()
     summary = summarize(runs, variants, extra={**extra, "wall_s": time.perf_counter() - started})
     print(format_report(summary, variants))
-    if args.json_path is not None:
-        text = json.dumps(summary, indent=2) + "\n"
-        await asyncio.to_thread(Path(args.json_path).write_text, text, encoding="utf-8")
-        print(f"written to {args.json_path}")
+    await asyncio.to_thread(harness.write_report, args.json_path, summary)
     return exit_code(summary)

@@ -12,10 +12,9 @@ per nugget. Records whose request failed are counted and left out of the metrics
 failure is not a `not_support`).
 """
 
-import asyncio
 import json
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ from typing import Any
 import httpx
 
 from rubricate.evaluation import metrics
-from rubricate.evaluation.target import post
+from rubricate.evaluation.target import PostedRun, post_all
 from rubricate.nuggets.domain.rewards import LABELS
+from rubricate_client.endpoints import NUGGETS_VERIFY
 from rubricate_client.schemas.nuggets import Label
 
 SUPPORTED_GROUPS = ((0, 1), (2,))
@@ -122,14 +122,10 @@ def select(
 
 
 @dataclass
-class RecordRun:
+class RecordRun(PostedRun):
     record: Record
     predicted: list[Label] | None = None
     probabilities: list[dict[str, float] | None] | None = None
-    error: str | None = None
-    seconds: float = 0.0
-    tokens: int = 0
-    calls: int = 0
 
 
 @dataclass
@@ -149,41 +145,41 @@ async def run_records(
     *,
     progress: bool = True,
 ) -> list[RecordRun]:
-    gate = asyncio.Semaphore(config.concurrency)
-    done = 0
+    """Each record's nuggets verified in one request (`verify_request`), the predicted
+    labels (and probabilities) read from the response."""
 
-    async def one(rec: Record) -> RecordRun:
-        nonlocal done
-        run = RecordRun(record=rec)
-        body: dict[str, Any] = {
-            "question": rec.question,
-            "answer": rec.answer,
-            "nuggets": [
-                {"text": n.text, "importance": "vital" if n.importance == "vital" else "okay"}
-                for n in rec.nuggets
-            ],
-            "label_probabilities": config.label_probabilities,
-        }
-        if config.batch_size is not None:
-            body["batch_size"] = config.batch_size
-        async with gate:
-            posted = await post(client, "/v1/nuggets/verify", body)
-        run.error, run.seconds = posted.error, posted.seconds
-        run.tokens, run.calls = posted.tokens, posted.calls
-        if posted.error is None:
-            run.predicted = [n["label"] for n in posted.data["nuggets"]]
-            run.probabilities = [n.get("probabilities") for n in posted.data["nuggets"]]
-        done += 1
-        if progress:
-            status = "ok" if run.error is None else f"FAILED ({run.error[:80]})"
-            print(
-                f"[{done}/{len(records)}] {rec.topic_id} {len(rec.nuggets)} nuggets "
-                f"{run.seconds:.1f} s {status}",
-                flush=True,
-            )
-        return run
+    def done(n: int, run: RecordRun) -> None:
+        what = f"{run.record.topic_id} {len(run.record.nuggets)} nuggets"
+        print(run.progress_line(n, len(records), what), flush=True)
 
-    return list(await asyncio.gather(*(one(r) for r in records)))
+    return await post_all(
+        client,
+        NUGGETS_VERIFY,
+        [(RecordRun(record=rec), verify_request(rec, config)) for rec in records],
+        concurrency=config.concurrency,
+        read=_read_response,
+        done=done if progress else None,
+    )
+
+
+def verify_request(rec: Record, config: RunConfig) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "question": rec.question,
+        "answer": rec.answer,
+        "nuggets": [
+            {"text": n.text, "importance": "vital" if n.importance == "vital" else "okay"}
+            for n in rec.nuggets
+        ],
+        "label_probabilities": config.label_probabilities,
+    }
+    if config.batch_size is not None:
+        body["batch_size"] = config.batch_size
+    return body
+
+
+def _read_response(run: RecordRun, data: Mapping[str, Any]) -> None:
+    run.predicted = [n["label"] for n in data["nuggets"]]
+    run.probabilities = [n.get("probabilities") for n in data["nuggets"]]
 
 
 def summarize(runs: Sequence[RecordRun], *, wall_s: float, config: RunConfig) -> dict[str, Any]:

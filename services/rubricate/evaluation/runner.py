@@ -1,13 +1,13 @@
 """Runs `rubricate eval nuggets` against a gateway: a running one or an embedded platform."""
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rubricate.evaluation.harness import platform_llm, write_report
 from rubricate.evaluation.lexical import calibrate, lexical_predictions, prior_predictions
 from rubricate.evaluation.nuggets import (
     Record,
@@ -21,6 +21,9 @@ from rubricate.evaluation.nuggets import (
 )
 from rubricate.evaluation.target import gateway_client
 from rubricate.nuggets.domain.lexical import PRIOR_RULES
+
+if TYPE_CHECKING:
+    from rubricate.llm.settings import LLMSettings
 
 
 async def eval_nuggets(args: argparse.Namespace) -> int:
@@ -42,37 +45,7 @@ async def eval_nuggets(args: argparse.Namespace) -> int:
     rest = [r for r in records if r.topic_id not in chosen_topics]
     if args.judge == "lexical":
         return _report(lexical_only(chosen, rest, config), args)
-    llm = None
-    if args.gateway:
-        config.extra["gateway"] = args.gateway
-    else:
-        from rubricate.llm.settings import LLMSettings
-        from rubricate.nuggets.verifier.service import NuggetTaskSettings, load_calibration
-
-        overrides: dict[str, object] = {}
-        if args.backend:
-            overrides["backend"] = args.backend
-        task = NuggetTaskSettings()
-        if args.probabilities and task.design == "generate":
-            overrides["embedded_logprobs"] = True
-        llm = LLMSettings(**overrides)  # type: ignore[arg-type]
-        config.extra["backend"] = llm.backend
-        config.extra["model"] = model = llm.model or llm.embedded_model
-        if llm.backend == "embedded" and task.design != "generate":
-            calibration = load_calibration(task.calibration, model=model)
-            if calibration is not None:
-                inside = sorted(chosen_topics & set(calibration.topics))
-                config.extra["calibration"] = {
-                    "model": calibration.model,
-                    "fitted_on": calibration.fitted_on,
-                    "evaluated_topics_in_its_fitting_data": inside,
-                }
-                if inside:
-                    print(
-                        f"warning: {len(inside)} of the {len(chosen_topics)} evaluated topics "
-                        "were in the calibration's fitting data: figures are in-sample",
-                        file=sys.stderr,
-                    )
+    llm = _platform_llm(args, config, chosen_topics)
     async with gateway_client(args.gateway, llm, timeout_s=config.timeout_s) as client:
         started = time.perf_counter()
         runs = await run_records(client, chosen, config)
@@ -83,6 +56,40 @@ async def eval_nuggets(args: argparse.Namespace) -> int:
     return _report(summary, args)
 
 
+def _platform_llm(
+    args: argparse.Namespace, config: RunConfig, chosen_topics: set[str]
+) -> "LLMSettings | None":
+    """The embedded platform's LLM settings (None with `--gateway`), recorded in the report's
+    configuration; with the embedded model's label calibration, also which evaluated topics
+    it was fitted on (a warning when any: the figures are in-sample)."""
+    if args.gateway:
+        return platform_llm(args.gateway, args.backend, config.extra)
+    from rubricate.nuggets.verifier.service import NuggetTaskSettings, load_calibration
+
+    task = NuggetTaskSettings()
+    logprobs = args.probabilities and task.design == "generate"
+    fixed = {"embedded_logprobs": True} if logprobs else {}
+    llm = platform_llm(None, args.backend, config.extra, **fixed)
+    assert llm is not None
+    if llm.backend != "embedded" or task.design == "generate":
+        return llm
+    calibration = load_calibration(task.calibration, model=config.extra["model"])
+    if calibration is not None:
+        inside = sorted(chosen_topics & set(calibration.topics))
+        config.extra["calibration"] = {
+            "model": calibration.model,
+            "fitted_on": calibration.fitted_on,
+            "evaluated_topics_in_its_fitting_data": inside,
+        }
+        if inside:
+            print(
+                f"warning: {len(inside)} of the {len(chosen_topics)} evaluated topics "
+                "were in the calibration's fitting data: figures are in-sample",
+                file=sys.stderr,
+            )
+    return llm
+
+
 def _report(summary: dict[str, Any], args: argparse.Namespace) -> int:
     print(format_report(summary))
     for name, v in summary.get("variants", {}).items():
@@ -90,9 +97,7 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> int:
             f"variant {name}: accuracy {v['accuracy']:.3f}  macro-F1 {v['macro_f1']:.3f}  "
             f"supported-vs-not {v['supported_vs_not_macro_f1']:.3f}  kappa {v['kappa']:.3f}"
         )
-    if args.json_path is not None:
-        args.json_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        print(f"written to {args.json_path}")
+    write_report(args.json_path, summary)
     return 0 if summary["pairs_judged"] else 1
 
 

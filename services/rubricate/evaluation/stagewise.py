@@ -13,7 +13,6 @@ no rubric, a failed request): a failure is never counted as a ranking.
 """
 
 import argparse
-import asyncio
 import json
 import random
 import sys
@@ -36,8 +35,10 @@ from rubricate.evaluation.degrade import (
     derive,
     render,
 )
-from rubricate.evaluation.target import gateway_client, post
+from rubricate.evaluation.harness import platform_llm, write_report
+from rubricate.evaluation.target import PostedRun, gateway_client, post_all
 from rubricate_client.constants import STAGES
+from rubricate_client.endpoints import STAGEWISE_SCORE
 
 Outcome = Literal["original_higher", "tie", "degraded_higher", "not_compared"]
 OUTCOMES: Final[tuple[Outcome, ...]] = ("original_higher", "tie", "degraded_higher", "not_compared")
@@ -109,7 +110,7 @@ def select(cases: Sequence[Case], *, limit: int | None, seed: int) -> list[Case]
 
 
 @dataclass
-class GroupRun:
+class GroupRun(PostedRun):
     case: Case
     variants: list[Variant]
     scores: dict[str, dict[str, float | None] | None] = field(default_factory=dict)
@@ -117,10 +118,6 @@ class GroupRun:
     answer_only: set[str] = field(default_factory=set)
     """Rollouts scored by the answer-only fallback (their other stages are not judged)."""
     unscored_stages: list[str] = field(default_factory=list)
-    error: str | None = None
-    seconds: float = 0.0
-    tokens: int = 0
-    calls: int = 0
 
 
 @dataclass
@@ -162,33 +159,28 @@ async def run_groups(
     others: Sequence[Case],
     progress: bool = True,
 ) -> list[GroupRun]:
-    gate = asyncio.Semaphore(config.concurrency)
-    done = 0
-
-    async def one(case: Case) -> GroupRun:
-        nonlocal done
+    """Each case and its degraded versions scored as one group (`group_request`), the
+    stage scores read from the response."""
+    requests = []
+    for case in cases:
         variants = derive(case, others=others, seed=config.seed, kinds=config.kinds)
-        run = GroupRun(case=case, variants=variants)
         body = group_request(case, variants, nugget_rubrics=config.nugget_rubrics)
-        async with gate:
-            posted = await post(client, "/v1/stagewise/score", body)
-        run.error, run.seconds = posted.error, posted.seconds
-        run.tokens, run.calls = posted.tokens, posted.calls
-        if posted.error is None:
-            _read_response(run, posted.data)
-        done += 1
-        if progress:
-            status = "ok" if run.error is None else f"FAILED ({run.error[:80]})"
-            print(
-                f"[{done}/{len(cases)}] {case.topic_id} {1 + len(variants)} rollouts "
-                f"{run.seconds:.1f} s {status}",
-                flush=True,
-            )
-            if run.error is None:
-                print("  " + _score_line(run), flush=True)
-        return run
+        requests.append((GroupRun(case=case, variants=variants), body))
 
-    return list(await asyncio.gather(*(one(c) for c in cases)))
+    def done(n: int, run: GroupRun) -> None:
+        what = f"{run.case.topic_id} {1 + len(run.variants)} rollouts"
+        print(run.progress_line(n, len(cases), what), flush=True)
+        if run.error is None:
+            print("  " + _score_line(run), flush=True)
+
+    return await post_all(
+        client,
+        STAGEWISE_SCORE,
+        requests,
+        concurrency=config.concurrency,
+        read=_read_response,
+        done=done if progress else None,
+    )
 
 
 def _score_line(run: GroupRun) -> str:
@@ -347,25 +339,12 @@ async def eval_stagewise(args: argparse.Namespace) -> int:
         extra={"data": str(args.data), "limit": args.limit},
     )
     print(f"{len(chosen)} trajectories from {args.data}", flush=True)
-    llm = None
-    if args.gateway:
-        config.extra["gateway"] = args.gateway
-    else:
-        from rubricate.llm.settings import LLMSettings
-
-        overrides: dict[str, object] = {}
-        if args.backend:
-            overrides["backend"] = args.backend
-        llm = LLMSettings(**overrides)  # type: ignore[arg-type]
-        config.extra["backend"] = llm.backend
-        config.extra["model"] = llm.model or llm.embedded_model
+    llm = platform_llm(args.gateway, args.backend, config.extra)
     async with gateway_client(args.gateway, llm, timeout_s=config.timeout_s) as client:
         started = time.perf_counter()
         runs = await run_groups(client, chosen, config, others=cases)
         wall = time.perf_counter() - started
     summary = summarize(runs, wall_s=wall, config=config)
     print(format_report(summary))
-    if args.json_path is not None:
-        args.json_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        print(f"written to {args.json_path}")
+    write_report(args.json_path, summary)
     return 0 if summary["groups_scored"] else 1

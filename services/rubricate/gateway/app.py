@@ -1,14 +1,17 @@
+"""The gateway app: `create_app(settings)`; `rubricate serve gateway` runs it."""
+
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.middleware import Middleware
 
 from rubricate.audit.gateway import routes as audit_routes
 from rubricate.audit.gateway.service import AuditSubmitter
 from rubricate.audit.settings import AuditSettings
 from rubricate.common.app import create_service_app
+from rubricate.common.deadlines import DeadlineMiddleware
 from rubricate.common.idempotency import (
     IdempotencyMiddleware,
     IdempotencyStore,
@@ -17,7 +20,6 @@ from rubricate.common.idempotency import (
 )
 from rubricate.common.tenant_limits import TenantConcurrencyMiddleware
 from rubricate.common.token_routes import router as token_router
-from rubricate.common.deadlines import DeadlineMiddleware
 from rubricate.common.upstream import RETRY_STATUSES, ServiceClient, Upstreams
 from rubricate.console.routes import PREFIX as CONSOLE_PREFIX
 from rubricate.console.routes import router as console_router
@@ -31,7 +33,7 @@ from rubricate.reflections.gateway import routes as reflection_routes
 from rubricate.reflections.gateway.bank_proxy import BankProxy
 from rubricate.reflections.gateway.service import ReflectionService, ReflectionSettings
 from rubricate.rewards.gateway import routes as trainer_routes
-from rubricate.rewards.gateway.assembly import build_assembler
+from rubricate.rewards.gateway.assembly import GroupAssembler, build_assembler
 from rubricate.rewards.gateway.service import RewardCapabilities, TrainerRewards
 from rubricate.stagewise.gateway.routes import router
 from rubricate.stagewise.gateway.service import StagewiseService
@@ -78,64 +80,24 @@ def build_idempotency_store(cfg: GatewaySettings) -> IdempotencyStore:
 
 
 def create_app(settings: GatewaySettings | None = None) -> FastAPI:
+    """The gateway app, in steps: 1. settings; 2. the idempotency store (its middleware and
+    the shutdown share it); 3. at start-up (`lifespan`) the upstream clients, the capability
+    services and the trainer's rewards, then the gRPC server, closed again in reverse at
+    shutdown; 4. the routers; 5. the middleware."""
+    # 1. settings
     cfg = settings or GatewaySettings()
     console = ConsoleSettings()
+    # 2. the idempotency store
     idempotency = build_idempotency_store(cfg)
 
+    # 3. upstream clients, services and the gRPC server, for the app's lifetime
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upstreams = build_upstreams(cfg)
         app.state.upstreams = upstreams
         audit_submitter = AuditSubmitter(upstreams.miner if AuditSettings().enabled else None)
-        app.state.stagewise = StagewiseService(
-            upstreams=upstreams, settings=cfg, after_scoring=audit_submitter
-        )
-        flagged = audit_submitter.addressing  # judge-addressing reports of the other kinds
-        app.state.steps = StepsService(
-            upstreams=upstreams, settings=StepSettings(), gateway=cfg, audit=flagged
-        )
-        app.state.nuggets = NuggetService(
-            verifier=upstreams.verifier, settings=NuggetSettings(), audit=flagged
-        )
-        app.state.reflections = ReflectionService(
-            verifier=upstreams.verifier,
-            store=upstreams.store,
-            settings=cfg,
-            reflection=ReflectionSettings(),
-            audit=flagged,
-        )
-        app.state.bank_proxy = BankProxy(upstreams.store)
-        stagewise: StagewiseService = app.state.stagewise
-
-        async def score_stagewise(
-            request: StagewiseScoreRequest, tenant: str
-        ) -> StagewiseScoreResponse:
-            return await stagewise.score(request, tenant=tenant)
-
-        capabilities = RewardCapabilities(  # what the kinds' public routes call
-            score_stagewise=score_stagewise,
-            verify_nuggets=app.state.nuggets.verify_batch,
-            score_steps=app.state.steps.score,
-        )
-        assembler = build_assembler(
-            redis_url=cfg.redis_url,
-            gather_s=cfg.group_gather_s,
-            retention_s=cfg.reward_retention_s,
-            wait_s=2 * cfg.model_timeout_s,
-            lease_s=cfg.group_lease_s,
-        )
-        setattr(
-            app.state,
-            trainer_routes.STATE_NAME,
-            TrainerRewards(
-                capabilities=capabilities,
-                default_kind=cfg.reward_kind,
-                group_concurrency=cfg.reward_group_concurrency,
-                assembler=assembler,
-                group_size=cfg.group_size,
-                max_trajectory_chars=cfg.max_trajectory_chars,
-            ),
-        )
+        _add_services(app, cfg, upstreams, audit_submitter)
+        assembler = _add_trainer_rewards(app, cfg)
         grpc_server = await start_grpc(app, cfg)
         try:
             yield
@@ -151,34 +113,106 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app = create_service_app(
         service="gateway",
         title="Rubricate gateway",
-        routers=[
-            router,
-            trainer_routes.router,
-            nugget_routes.router,
-            step_router,
-            reflection_routes.router,
-            miner_routes.router,
-            audit_routes.router,
-            token_router,
-            *([console_router] if console.enabled else []),
-        ],
+        routers=_routers(console),  # 4.
         lifespan=lifespan,
         readiness=[("upstreams", _upstreams_ready)],
         max_body_bytes=cfg.max_body_bytes,
         own_session_prefixes=(CONSOLE_PREFIX,) if console.enabled else (),
-        middleware=[
-            Middleware(
-                IdempotencyMiddleware,
-                store=idempotency,
-                ttl_s=cfg.idempotency_ttl_s,
-                wait_s=cfg.model_timeout_s,
-                lease_s=cfg.idempotency_lease_s,
-            ),
-            Middleware(TenantConcurrencyMiddleware, max_in_flight=cfg.max_in_flight_per_tenant),
-            # innermost: the caller's X-Rubricate-Deadline bounds the work and every
-            # upstream call (common.upstream); a passed deadline is a 504, never a score
-            Middleware(DeadlineMiddleware),
-        ],
+        middleware=_middleware(cfg, idempotency),  # 5.
     )
     app.state.console_settings = console  # the settings the console's routes read
     return app
+
+
+def _add_services(
+    app: FastAPI, cfg: GatewaySettings, upstreams: Upstreams, audit_submitter: AuditSubmitter
+) -> None:
+    """Each capability's gateway service on `app.state`, on the shared upstream clients;
+    stagewise scorings and the other kinds' judge-addressing reports go to the audit."""
+    app.state.stagewise = StagewiseService(
+        upstreams=upstreams, settings=cfg, after_scoring=audit_submitter
+    )
+    flagged = audit_submitter.addressing  # judge-addressing reports of the other kinds
+    app.state.steps = StepsService(
+        upstreams=upstreams, settings=StepSettings(), gateway=cfg, audit=flagged
+    )
+    app.state.nuggets = NuggetService(
+        verifier=upstreams.verifier, settings=NuggetSettings(), audit=flagged
+    )
+    app.state.reflections = ReflectionService(
+        verifier=upstreams.verifier,
+        store=upstreams.store,
+        settings=cfg,
+        reflection=ReflectionSettings(),
+        audit=flagged,
+    )
+    app.state.bank_proxy = BankProxy(upstreams.store)
+
+
+def _add_trainer_rewards(app: FastAPI, cfg: GatewaySettings) -> GroupAssembler:
+    """`/get_reward`'s service on `app.state`, calling the capability services of
+    `_add_services`; returns its group assembler (closed at shutdown)."""
+    stagewise: StagewiseService = app.state.stagewise
+
+    async def score_stagewise(
+        request: StagewiseScoreRequest, tenant: str
+    ) -> StagewiseScoreResponse:
+        return await stagewise.score(request, tenant=tenant)
+
+    capabilities = RewardCapabilities(  # what the kinds' public routes call
+        score_stagewise=score_stagewise,
+        verify_nuggets=app.state.nuggets.verify_batch,
+        score_steps=app.state.steps.score,
+    )
+    assembler = build_assembler(
+        redis_url=cfg.redis_url,
+        gather_s=cfg.group_gather_s,
+        retention_s=cfg.reward_retention_s,
+        wait_s=2 * cfg.model_timeout_s,
+        lease_s=cfg.group_lease_s,
+    )
+    setattr(
+        app.state,
+        trainer_routes.STATE_NAME,
+        TrainerRewards(
+            capabilities=capabilities,
+            default_kind=cfg.reward_kind,
+            group_concurrency=cfg.reward_group_concurrency,
+            assembler=assembler,
+            group_size=cfg.group_size,
+            max_trajectory_chars=cfg.max_trajectory_chars,
+        ),
+    )
+    return assembler
+
+
+def _routers(console: ConsoleSettings) -> list[APIRouter]:
+    """Every capability's public routes, the token route, and the console when enabled."""
+    return [
+        router,
+        trainer_routes.router,
+        nugget_routes.router,
+        step_router,
+        reflection_routes.router,
+        miner_routes.router,
+        audit_routes.router,
+        token_router,
+        *([console_router] if console.enabled else []),
+    ]
+
+
+def _middleware(cfg: GatewaySettings, idempotency: IdempotencyStore) -> list[Middleware]:
+    """Outermost first: idempotent replays, the per-tenant admission, the deadline."""
+    return [
+        Middleware(
+            IdempotencyMiddleware,
+            store=idempotency,
+            ttl_s=cfg.idempotency_ttl_s,
+            wait_s=cfg.model_timeout_s,
+            lease_s=cfg.idempotency_lease_s,
+        ),
+        Middleware(TenantConcurrencyMiddleware, max_in_flight=cfg.max_in_flight_per_tenant),
+        # innermost: the caller's X-Rubricate-Deadline bounds the work and every
+        # upstream call (common.upstream); a passed deadline is a 504, never a score
+        Middleware(DeadlineMiddleware),
+    ]

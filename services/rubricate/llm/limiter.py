@@ -40,13 +40,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from rubricate.common.deadlines import time_left
 from rubricate.common.metrics import (
     LLM_JUDGE_BACKOFFS,
     LLM_JUDGE_IN_FLIGHT,
     LLM_JUDGE_LIMIT,
     LLM_JUDGE_QUEUED,
 )
-from rubricate.common.deadlines import time_left
 from rubricate.llm.base import (
     ChoiceScores,
     Completion,

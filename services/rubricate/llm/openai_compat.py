@@ -45,8 +45,8 @@ from typing import Any, Final
 
 import httpx
 
-from rubricate.common.http_pool import ShardedClient
 from rubricate.common.deadlines import time_left
+from rubricate.common.http_pool import ShardedClient
 from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import BackendRequestError, DeadlineExceeded, TransportError
 from rubricate.llm.openai_format import chat_messages, completion_from_response
@@ -267,14 +267,20 @@ class OpenAICompatBackend(LLMBackend):
             except httpx.HTTPError as exc:
                 raise TransportError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from exc
 
-    def _json(self, response: httpx.Response) -> dict[str, Any]:
-        """The body of a successful answer; failures raised as in `_completion`."""
+    def _answered(self, response: httpx.Response) -> str:
+        """Where a successful answer came from (for error messages); a failed one raised:
+        429 and 5xx as a retryable `TransportError`, any other as `BackendRequestError`."""
         status = response.status_code
         where = f"{self.base_url}/chat/completions"
         if status == 429 or status >= 500:
             raise overloaded(response, where)
         if status >= 300:
             raise BackendRequestError(f"HTTP {status} from {where}: {_snippet(response)}")
+        return where
+
+    def _json(self, response: httpx.Response) -> dict[str, Any]:
+        """The body of a successful answer; failures raised as in `_completion`."""
+        where = self._answered(response)
         try:
             data = response.json()
         except ValueError as exc:
@@ -284,12 +290,7 @@ class OpenAICompatBackend(LLMBackend):
         return data
 
     def _completion(self, response: httpx.Response, latency: float) -> Completion:
-        status = response.status_code
-        where = f"{self.base_url}/chat/completions"
-        if status == 429 or status >= 500:
-            raise overloaded(response, where)
-        if status >= 300:
-            raise BackendRequestError(f"HTTP {status} from {where}: {_snippet(response)}")
+        where = self._answered(response)
         try:
             return completion_from_response(
                 response.json(), latency_s=latency, model=self.model, backend=self.name

@@ -1,5 +1,6 @@
 """What the two model servers (rubric-generator, verifier) share: backend lifecycle,
-readiness, request deadlines, and the mapping of LLM-layer failures onto the one error shape.
+readiness, request deadlines, their task services (registered as equals, one `app.state`
+attribute each), and the mapping of LLM-layer failures onto the one error shape.
 
 At start-up a backend that claims choice scoring is asked once whether it really can
 (`LLMBackend.choice_scoring_problem`: an OpenAI-compatible server must return
@@ -13,7 +14,7 @@ judge call gets the time left, and a request whose deadline passes is answered 5
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Literal
+from typing import Any, Literal, TypedDict
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -101,60 +102,77 @@ async def backend_ready(app: FastAPI) -> tuple[bool, str]:
     return ok, "ok" if ok else f"{backend.name} backend not ready"
 
 
+_FAILURES: tuple[tuple[type[LLMError], int, str, str], ...] = (
+    (DeadlineExceeded, 504, "{task}: {exc}; the request's work was dropped", "deadline_exceeded"),
+    (
+        OutputParseError,
+        502,
+        "{task}: the model's output was invalid after a repair retry: {exc}",
+        "judge_output_invalid",
+    ),
+    (
+        TransportError,
+        503,
+        "{task}: the model backend is unavailable after retries: {exc}",
+        "backend_unavailable",
+    ),
+    (
+        BackendRequestError,
+        422,
+        "{task}: the model backend rejected the request: {exc}",
+        "backend_rejected",
+    ),
+)
+"""Each kind of model failure as (status, message, error type); any other is a 502
+`judge_error`."""
+
+
 def as_service_error(exc: LLMError, *, task: str) -> ServiceError:
-    usage = usage_out(exc.usage)
-    if isinstance(exc, DeadlineExceeded):
-        return ServiceError(
-            504,
-            f"{task}: {exc}; the request's work was dropped",
-            type="deadline_exceeded",
-            usage=usage,
-        )
-    if isinstance(exc, OutputParseError):
-        return ServiceError(
-            502,
-            f"{task}: the model's output was invalid after a repair retry: {exc}",
-            type="judge_output_invalid",
-            usage=usage,
-        )
+    """`exc` in the one error shape, its message led by the `task` that failed, with the
+    usage it spent; a transport failure says when to retry (its Retry-After, else 5 s)."""
+    status, message, kind = next(
+        ((s, m, k) for cls, s, m, k in _FAILURES if isinstance(exc, cls)),
+        (502, "{task}: {exc}", "judge_error"),
+    )
+    headers = None
     if isinstance(exc, TransportError):
         wait = exc.retry_after_s if exc.retry_after_s is not None else 5.0
-        return ServiceError(
-            503,
-            f"{task}: the model backend is unavailable after retries: {exc}",
-            type="backend_unavailable",
-            usage=usage,
-            headers={"Retry-After": str(max(1, round(wait)))},
-        )
-    if isinstance(exc, BackendRequestError):
-        return ServiceError(
-            422,
-            f"{task}: the model backend rejected the request: {exc}",
-            type="backend_rejected",
-            usage=usage,
-        )
-    return ServiceError(502, f"{task}: {exc}", type="judge_error", usage=usage)
+        headers = {"Retry-After": str(max(1, round(wait)))}
+    return ServiceError(
+        status,
+        message.format(task=task, exc=exc),
+        type=kind,
+        usage=usage_out(exc.usage),
+        headers=headers,
+    )
 
 
 ServiceFactory = Callable[[LLMBackend, TaskSettings, LLMSettings], object]
+"""Builds one task service from the server's backend and settings (e.g. `TaskService.factory`)."""
+
+
+class ModelServerSettings(TypedDict, total=False):
+    """What a model server's `create_app` takes (each optional)."""
+
+    llm: LLMSettings | None
+    tasks: TaskSettings | None
+    backend: LLMBackend | None
 
 
 def create_model_server_app(
     *,
     service: str,
-    router: APIRouter,
-    service_factory: ServiceFactory,
+    routers: Sequence[APIRouter],
+    services: Mapping[str, ServiceFactory],
     llm: LLMSettings | None = None,
     tasks: TaskSettings | None = None,
     backend: LLMBackend | None = None,
-    extra_routers: Sequence[APIRouter] = (),
-    extra_services: Mapping[str, ServiceFactory] | None = None,
 ) -> FastAPI:
-    """A model server: its task routers, service objects, the backend.
+    """A model server: its task routers, its task services, the backend.
 
-    The main service object lives on `app.state.service`; each of `extra_services` (one per
-    task family, e.g. nugget labels or step verification) on `app.state.<name>`, all sharing
-    the one backend.
+    Each of `services` (one per task family: stage scores, nugget labels, step verdicts,
+    ...) is built at start-up and lives on `app.state.<name>`, all sharing the one backend;
+    a route reaches its own with `Depends(task_service(name))`.
     """
     llm_settings = llm or LLMSettings()
     task_settings = tasks or TaskSettings()
@@ -163,21 +181,29 @@ def create_model_server_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with backend_cm(app):
-            app.state.service = service_factory(app.state.backend, task_settings, llm_settings)
-            for name, factory in (extra_services or {}).items():
+            for name, factory in services.items():
                 setattr(app.state, name, factory(app.state.backend, task_settings, llm_settings))
             yield
 
     app = create_service_app(
         service=service,
         title=f"Rubricate {service}",
-        routers=[router, *extra_routers],
+        routers=routers,
         lifespan=lifespan,
         readiness=[("backend", backend_ready)],
         middleware=[Middleware(DeadlineMiddleware)],
     )
     app.add_exception_handler(LLMError, model_failure_json)
     return app
+
+
+def task_service(name: str) -> Callable[[Request], Any]:
+    """A route dependency: the task service registered as `name` (`app.state.<name>`)."""
+
+    def get(request: Request) -> Any:
+        return getattr(request.app.state, name)
+
+    return get
 
 
 async def model_failure_json(request: Request, exc: Exception) -> JSONResponse:

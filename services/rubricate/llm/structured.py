@@ -1,37 +1,22 @@
-"""Structured output: a Pydantic model in, a validated instance out.
+"""Structured output, the pure part: the JSON schema to constrain decoding with, and a
+tolerant parser from a reply to a validated Pydantic model.
 
 The schema constrains decoding where the backend can (llama.cpp grammar, vLLM guided
 decoding, `response_format` over HTTP); parsing stays tolerant anyway (fences, prose around
-the JSON, trailing commas) because not every server enforces it. An output that fails to
-parse or validate gets exactly one repair call that quotes the error; after that the task
-fails with `OutputParseError`. Usage is recorded for every call, failed ones included.
+the JSON, trailing commas) because not every server enforces it. The call itself, with its
+one repair, is `llm.calls.complete_structured`.
 """
 
-import asyncio
 import json
-import logging
 import re
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rubricate.common.metrics import LLM_RETRIES, PARSE_FAILURES
-from rubricate.common.usage import Usage
-from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
-from rubricate.llm.errors import LLMError, OutputParseError, TransportError
-from rubricate.llm.retry import Sleep, call_with_retries
+from rubricate.llm.errors import OutputParseError
 
 T = TypeVar("T", bound=BaseModel)
-
-log = logging.getLogger("rubricate.llm.structured")
-
-REPAIR_PROMPT = (
-    "Your previous reply could not be used: {reason}\n"
-    "Reply again with only the corrected JSON (no explanations, no code fences), "
-    "following the required format exactly."
-)
 
 _MAX_ERRORS_SHOWN = 8
 
@@ -110,9 +95,9 @@ def _require_all_in(node: Any) -> Any:
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)(?:```|\Z)", re.S)
 
 
-def _closing_index(text: str, start: int) -> int | None:
-    """Index of the bracket closing the one at `start`, skipping strings; None if cut off."""
-    depth = 0
+def _outside_strings(text: str, start: int = 0) -> Iterator[int]:
+    """Indices from `start` of the characters of `text` outside JSON strings (a string's
+    quotes and content, escapes included, are skipped)."""
     in_string = False
     escaped = False
     for i in range(start, len(text)):
@@ -126,9 +111,17 @@ def _closing_index(text: str, start: int) -> int | None:
                 in_string = False
         elif c == '"':
             in_string = True
-        elif c in "{[":
+        else:
+            yield i
+
+
+def _closing_index(text: str, start: int) -> int | None:
+    """Index of the bracket closing the one at `start`, skipping strings; None if cut off."""
+    depth = 0
+    for i in _outside_strings(text, start):
+        if text[i] in "{[":
             depth += 1
-        elif c in "}]":
+        elif text[i] in "}]":
             depth -= 1
             if depth == 0:
                 return i
@@ -151,25 +144,12 @@ def _top_level_spans(text: str) -> Iterator[tuple[str, bool]]:
 
 
 def _drop_trailing_commas(span: str) -> str:
-    out: list[str] = []
-    in_string = False
-    escaped = False
-    for i, c in enumerate(span):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c == ",":
-            rest = span[i + 1 :].lstrip()
-            if rest[:1] in ("}", "]"):
-                continue
-        out.append(c)
-    return "".join(out)
+    dropped = {
+        i
+        for i in _outside_strings(span)
+        if span[i] == "," and span[i + 1 :].lstrip()[:1] in ("}", "]")
+    }
+    return "".join(c for i, c in enumerate(span) if i not in dropped)
 
 
 def _loads(span: str) -> Any:
@@ -220,113 +200,3 @@ def parse_json_output(text: str, model_cls: type[T]) -> T:
             except ValidationError as exc:
                 first_problem = first_problem or describe_validation_error(exc)
     raise OutputParseError(first_problem or "no JSON object or array found in the reply", raw=text)
-
-
-# --- the structured call ------------------------------------------------------------------
-
-
-class _Rejected(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def _accept(
-    completion: Completion,
-    output: type[T],
-    validate: Callable[[T], None] | None,
-    params: GenerationParams,
-) -> T:
-    try:
-        value = parse_json_output(completion.text, output)
-        if validate is not None:
-            validate(value)
-    except (OutputParseError, ValueError) as exc:
-        reason = str(exc)
-        if completion.finish_reason == "length":
-            reason += (
-                f"\n(the reply was cut off at the {params.max_tokens}-token limit: be concise)"
-            )
-        raise _Rejected(reason) from exc
-    return value
-
-
-async def complete_structured(
-    backend: LLMBackend,
-    messages: Sequence[Message],
-    *,
-    output: type[T],
-    params: GenerationParams,
-    usage: Usage,
-    task: str,
-    validate: Callable[[T], None] | None = None,
-    max_retries: int = 5,
-    backoff_base_s: float = 0.5,
-    backoff_max_s: float = 20.0,
-    sleep: Sleep = asyncio.sleep,
-) -> T:
-    """Ask `backend` for JSON matching `output`, with one repair call on invalid output.
-
-    `validate` may raise ValueError for semantic problems (e.g. a wrong number of items);
-    that counts as invalid output. Transport failures are retried with backoff around each
-    call. Every call's tokens and latency go into `usage`; any `LLMError` raised carries a
-    snapshot of it.
-    """
-    if params.json_schema is None:
-        params = replace(params, json_schema=json_schema_for(output))
-
-    def on_retry(n: int, exc: TransportError, delay: float) -> None:
-        LLM_RETRIES.labels(task, "transport").inc()
-        log.warning(
-            "llm.retry task=%s backend=%s retry=%d/%d delay_s=%.2f error=%s",
-            task,
-            backend.name,
-            n,
-            max_retries,
-            delay,
-            exc,
-        )
-
-    async def call(conversation: Sequence[Message]) -> Completion:
-        try:
-            completion = await call_with_retries(
-                lambda: backend.complete(conversation, params),
-                max_retries=max_retries,
-                base_s=backoff_base_s,
-                max_s=backoff_max_s,
-                on_retry=on_retry,
-                sleep=sleep,
-            )
-        except LLMError as exc:
-            usage.merge(exc.usage)
-            exc.usage = replace(usage)
-            raise
-        usage.record(
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s,
-        )
-        return completion
-
-    first = await call(messages)
-    try:
-        return _accept(first, output, validate, params)
-    except _Rejected as rejected:
-        first_reason = rejected.reason
-    LLM_RETRIES.labels(task, "repair").inc()
-    log.warning("llm.repair task=%s backend=%s reason=%s", task, backend.name, first_reason)
-    repair = [
-        *messages,
-        Message("assistant", first.text),
-        Message("user", REPAIR_PROMPT.format(reason=first_reason)),
-    ]
-    second = await call(repair)
-    try:
-        return _accept(second, output, validate, params)
-    except _Rejected as rejected:
-        PARSE_FAILURES.labels(task).inc()
-        raise OutputParseError(
-            f"{task}: invalid output after a repair retry: {rejected.reason}",
-            raw=second.text,
-            usage=replace(usage),
-        ) from None

@@ -1,14 +1,18 @@
 """`rubricate corpus …`, `rubricate nuggets mine …` and `rubricate worker`.
 
 The corpus and nuggets commands talk HTTP to the gateway (or the miner itself):
-`--url`, default RUBRICATE_URL or http://127.0.0.1:8000.
+`--url`, default RUBRICATE_URL or http://127.0.0.1:8000, at the public routes of
+`rubricate_client.endpoints` (CORPORA_INGEST, NUGGETS_MINE, GET_JOB, CANCEL_JOB).
 """
 
 import argparse
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rubricate_client.endpoints import Endpoint
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 UPLOAD_BYTES = 4 * 1024 * 1024
@@ -56,10 +60,17 @@ def _batches(path: Path) -> list[list[dict[str, str]]]:
     return [b for b in batches if b]
 
 
+def _job_path(endpoint: "Endpoint[Any, Any]", job: dict[str, Any]) -> str:
+    """The route of `endpoint` for the job `job` (its id escaped as a path segment)."""
+    return endpoint.url_path({"job_id": str(job["id"])})
+
+
 def _ingest(args: argparse.Namespace) -> int:
     import httpx
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from rubricate_client.endpoints import CORPORA_INGEST, GET_JOB
 
     console = Console()
     path = Path(args.path)
@@ -67,22 +78,21 @@ def _ingest(args: argparse.Namespace) -> int:
         raise SystemExit(f"rubricate: {path} does not exist")
     with httpx.Client(base_url=_url(args), timeout=120) as client:
         if args.server_path:
-            jobs = [
-                _check(client.post("/v1/corpora", json={"name": args.corpus, "path": str(path)}))
-            ]
+            body = {"name": args.corpus, "path": str(path)}
+            jobs = [_check(client.post(CORPORA_INGEST.path, json=body))]
         else:
             batches = _batches(path)
             if not batches:
                 raise SystemExit(f"rubricate: no text/Markdown/reST/HTML/JSONL files in {path}")
             jobs = [
-                _check(client.post("/v1/corpora", json={"name": args.corpus, "documents": b}))
+                _check(client.post(CORPORA_INGEST.path, json={"name": args.corpus, "documents": b}))
                 for b in batches
             ]
         columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn())
         with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
             bar = progress.add_task(f"ingesting into {args.corpus}", total=None)
             while True:
-                views = [_check(client.get(f"/v1/jobs/{job['id']}")) for job in jobs]
+                views = [_check(client.get(_job_path(GET_JOB, job))) for job in jobs]
                 total = sum(int(v["progress"].get("documents_total") or 0) for v in views)
                 done = sum(int(v["progress"].get("documents_done") or 0) for v in views)
                 passages = sum(int(v["progress"].get("passages") or 0) for v in views)
@@ -108,6 +118,8 @@ def _mine(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
     from rich.table import Table
 
+    from rubricate_client.endpoints import CANCEL_JOB, GET_JOB, NUGGETS_MINE
+
     console = Console()
     body: dict[str, Any] = {"question": args.question, "corpus": args.corpus}
     for name in ("max_depth", "max_nodes", "rewrites_per_passage", "similarity_threshold"):
@@ -115,7 +127,7 @@ def _mine(args: argparse.Namespace) -> int:
         if value is not None:
             body[name] = value
     with httpx.Client(base_url=_url(args), timeout=60) as client:
-        job = _check(client.post("/v1/nuggets/mine", json=body))
+        job = _check(client.post(NUGGETS_MINE.path, json=body))
         max_nodes = int(job["params"].get("max_nodes") or 1)
         columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn())
         try:
@@ -123,7 +135,7 @@ def _mine(args: argparse.Namespace) -> int:
                 bar = progress.add_task("searching", total=max_nodes)
                 while job["state"] not in TERMINAL:
                     time.sleep(args.poll_s)
-                    job = _check(client.get(f"/v1/jobs/{job['id']}"))
+                    job = _check(client.get(_job_path(GET_JOB, job)))
                     p = job["progress"]
                     stats = (
                         f"expanded {p.get('nodes_expanded', 0)} · kept {p.get('passages_kept', 0)}"
@@ -147,7 +159,7 @@ def _mine(args: argparse.Namespace) -> int:
                         )
                 progress.update(bar, completed=progress.tasks[0].total)
         except KeyboardInterrupt:
-            client.post(f"/v1/jobs/{job['id']}/cancel")
+            client.post(_job_path(CANCEL_JOB, job))
             console.print(f"cancelled job {job['id']}")
             return 130
     if job["state"] != "succeeded":

@@ -19,8 +19,9 @@ from rubricate.db.engine import make_engine
 from rubricate.db.migrate import upgrade_to_head
 from rubricate.reflections.store import routes as bank_routes
 from rubricate.reflections.store.service import build_bank_service
-from rubricate.stagewise.store.routes import router
-from rubricate.stagewise.store.service import BufferService, BufferStore
+from rubricate.stagewise.store import routes as buffer_routes
+from rubricate.stagewise.store.scorings import ScoringStore
+from rubricate.stagewise.store.service import BufferCache, BufferStore
 from rubricate.store.settings import StoreSettings
 from rubricate.store.size_metrics import refresh_forever
 
@@ -42,6 +43,19 @@ DATABASE_ERRORS: ErrorMapping = {
 }
 """The database being down or saturated is a 503 the caller may retry, not a 500: answered
 once for every route of the store (buffers, bank, scorings, rubric history)."""
+
+ROUTERS = (
+    buffer_routes.router,
+    buffer_routes.scorings_router,
+    bank_routes.router,
+    history_routes.router,
+)
+ERRORS: ErrorMapping = {
+    **DATABASE_ERRORS,
+    **buffer_routes.STAGEWISE_ERRORS,
+    **bank_routes.BANK_ERRORS,
+}
+"""Every failure the store's routes let through, answered once for the app."""
 
 
 def build_cache(settings: StoreSettings) -> GuardedCache:
@@ -89,7 +103,8 @@ def create_app(
             app.state.engine = engine
             app.state.cache = cache
             app.state.store = store
-            app.state.buffers = BufferService(store, cache, ttl_s=settings.cache_ttl_s)
+            app.state.buffers = BufferCache(cache, ttl_s=settings.cache_ttl_s)
+            app.state.scorings = ScoringStore(engine, retention_s=settings.scoring_retention_s)
             app.state.bank = build_bank_service(
                 engine=engine, buffer_cache=cache, embedder=embedder
             )
@@ -118,9 +133,9 @@ def create_app(
     return create_service_app(
         service="store",
         title="Rubricate store",
-        routers=[router, bank_routes.router, history_routes.router],
+        routers=ROUTERS,
         lifespan=lifespan,
         readiness=readiness,
         max_body_bytes=settings.store_max_body_bytes,
-        error_mappings={**DATABASE_ERRORS, **bank_routes.BANK_ERRORS},
+        error_mappings=ERRORS,
     )

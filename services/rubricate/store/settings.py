@@ -15,7 +15,7 @@ class StoreSettings(BaseSettings):
     Env: RUBRICATE_DATABASE_URL, RUBRICATE_DATA_DIR, RUBRICATE_REDIS_URL,
     RUBRICATE_CACHE_TTL_S, RUBRICATE_CACHE_REQUIRED, RUBRICATE_REDIS_TIMEOUT_S,
     RUBRICATE_DB_POOL_SIZE, RUBRICATE_DB_MAX_OVERFLOW, RUBRICATE_SQLITE_BUSY_TIMEOUT_S,
-    RUBRICATE_AUTO_MIGRATE, RUBRICATE_STORE_MAX_BODY_BYTES.
+    RUBRICATE_AUTO_MIGRATE, RUBRICATE_STORE_MAX_BODY_BYTES, RUBRICATE_SCORING_RETENTION_S.
     """
 
     model_config = SettingsConfigDict(env_prefix="RUBRICATE_", extra="ignore")
@@ -42,6 +42,8 @@ class StoreSettings(BaseSettings):
     """Run the Alembic migrations to head at start-up (embedded mode; off in production,
     where `rubricate store migrate` runs once per release)."""
     store_max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    scoring_retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    """How long stored stagewise scorings stay referable by id."""
 
     @model_validator(mode="after")
     def _resolve_database_url(self) -> Self:

@@ -1,45 +1,41 @@
+"""The verifier model server: every judging task family, registered as equals on one
+backend (stage scores, nugget labels, reflection scores, mining judgments, step verdicts)."""
+
+from typing import Unpack
+
 from fastapi import FastAPI
 
-from rubricate.llm.base import LLMBackend
-from rubricate.llm.server import TaskSettings, create_model_server_app
-from rubricate.llm.settings import LLMSettings
+from rubricate.llm.server import ModelServerSettings, create_model_server_app
 from rubricate.mining.verifier import routes as mining_routes
 from rubricate.mining.verifier.service import MiningJudgeService
 from rubricate.nuggets.verifier import routes as nugget_routes
 from rubricate.nuggets.verifier.service import NuggetLabelService
 from rubricate.reflections.verifier import routes as reflection_routes
 from rubricate.reflections.verifier.service import ReflectionJudgeService
-from rubricate.stagewise.verifier.routes import router
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier import routes as stage_routes
+from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate.steps.verifier import routes as step_routes
 from rubricate.steps.verifier.service import StepJudgeService
 
 
-def create_app(
-    *,
-    llm: LLMSettings | None = None,
-    tasks: TaskSettings | None = None,
-    backend: LLMBackend | None = None,
-) -> FastAPI:
+def create_app(**settings: Unpack[ModelServerSettings]) -> FastAPI:
+    """`settings`: the LLM and task settings (default: from the environment) and an injected
+    backend (default: built at start-up from the LLM settings)."""
     return create_model_server_app(
         service="verifier",
-        router=router,
-        service_factory=lambda b, t, s: VerifierService(backend=b, tasks=t, llm=s),
-        llm=llm,
-        tasks=tasks,
-        backend=backend,
-        extra_routers=[
+        routers=[
+            stage_routes.router,
             nugget_routes.router,
             reflection_routes.router,
             mining_routes.router,
             step_routes.router,
         ],
-        extra_services={
+        services={
+            stage_routes.STATE_NAME: StageScoringService.factory,
             nugget_routes.SERVICE_NAME: NuggetLabelService.factory,
+            reflection_routes.STATE_NAME: ReflectionJudgeService.factory,
             mining_routes.SERVICE_NAME: MiningJudgeService.factory,
             step_routes.STATE_NAME: StepJudgeService.factory,
-            reflection_routes.STATE_NAME: lambda b, t, s: ReflectionJudgeService(
-                backend=b, tasks=t, llm=s
-            ),
         },
+        **settings,
     )

@@ -13,7 +13,7 @@ from rubricate.audit.miner.schemas import ReplayIn
 from rubricate.audit.miner.service import AuditService, CeleryAuditQueue
 from rubricate.audit.settings import AuditSettings
 from rubricate.db.base import utcnow
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate_client.schemas.audit import ReplayJob
 from rubricate_client.schemas.rubrics import Rubric
 from tests.audit.miner.test_runner import QueuedAudits
@@ -50,10 +50,10 @@ async def stored_run(service: AuditService, tenant: str, *, steps: int = 3) -> l
 def runtime(
     service: AuditService,
     *,
-    live: VerifierService | None = None,
-    reference: VerifierService | None = None,
+    live: StageScoringService | None = None,
+    reference: StageScoringService | None = None,
 ) -> ReplayRuntime:
-    def build_reference() -> VerifierService:
+    def build_reference() -> StageScoringService:
         if reference is None:
             raise RuntimeError("no reference judge configured")
         return reference

@@ -17,7 +17,7 @@ from rubricate.audit.settings import AuditSettings
 from rubricate.db.base import utcnow
 from rubricate.llm.limiter import current_lane
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate_client.schemas.audit import AuditSignals, AuditTenantSettings
 from tests.audit.planted import ADDRESSING, PHRASE, QUALITY, judge, policy_texts, scored_group
 
@@ -42,7 +42,7 @@ def service_for(engine: Engine, **settings: object) -> tuple[AuditService, Queue
     return service, queued
 
 
-def runtime_for(engine: Engine, reference: VerifierService) -> AuditRuntime:
+def runtime_for(engine: Engine, reference: StageScoringService) -> AuditRuntime:
     return AuditRuntime(
         repo=AuditRepository(engine), judge=reference, model="planted", design="generate"
     )
@@ -53,7 +53,7 @@ def sid() -> str:
 
 
 async def group(
-    live: VerifierService, *, step: int, question_id: str = "q", texts: list[str] | None = None
+    live: StageScoringService, *, step: int, question_id: str = "q", texts: list[str] | None = None
 ) -> AuditSubmission:
     return await scored_group(
         live,
@@ -258,7 +258,7 @@ async def test_retention_off_keeps_no_trajectory_past_the_audit(
 class LaneRecordingJudge:
     """A FAKE reference judge: the planted one, noting the limiter lane of every call."""
 
-    def __init__(self, inner: VerifierService) -> None:
+    def __init__(self, inner: StageScoringService) -> None:
         self.inner = inner
         self.lanes: list[str] = []
 

@@ -1,7 +1,6 @@
 """Bank curation in the database (PostgreSQL and SQLite): approve, edit, retire, the item's
-versions, the listing, snapshots with review state, and the stored scorings by question."""
+versions, the listing, snapshots with review state."""
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +13,6 @@ from rubricate.reflections.store.models import (
     BankItemRow,
     BankItemVersionRow,
     BankSnapshotEntryRow,
-    StagewiseScoringRow,
 )
 from rubricate.reflections.store.repository import (
     BankItemConflictError,
@@ -24,11 +22,9 @@ from rubricate.reflections.store.repository import (
 from rubricate.reflections.store.schemas import BankCurationIn, BankItemIn
 from rubricate.reflections.store.snapshots import SnapshotStore
 from rubricate.stagewise.store.models import RubricRow
-from rubricate.stagewise.store.schemas import CurateRubricRequest, ScoringIn
+from rubricate.stagewise.store.schemas import CurateRubricRequest
 from rubricate.stagewise.store.service import BufferStore
 from rubricate_client.errors import DomainError
-from rubricate_client.schemas.rubrics import Judgment, RubricView
-from rubricate_client.schemas.scorings import ScoredRollout
 from tests.support.rubrics import rubric
 
 QUESTION = "Why was the Mars Climate Orbiter lost?"
@@ -334,61 +330,6 @@ def test_a_question_written_again_after_a_restore_removed_it_continues_its_histo
             select(BankItemVersionRow).where(BankItemVersionRow.tenant == tenant)
         ).all()
     assert len(rows) == 3
-
-
-def scoring(scoring_id: str, question_id: str = "q1") -> ScoringIn:
-    return ScoringIn(
-        scoring_id=scoring_id,
-        question_id=question_id,
-        question=QUESTION,
-        step=7,
-        rubrics=[
-            RubricView(
-                id="r_1",
-                stage="answer",
-                title="Unit",
-                description="Names it.",
-                weight=3,
-                polarity="positive",
-            )
-        ],
-        rollouts={
-            "a": ScoredRollout(
-                scores={"plan": 0.5, "research": None, "review": 0.5, "answer": 1.0},
-                judgments=[
-                    Judgment(rubric_id="r_1", stage="answer", score=2, justification="names it")
-                ],
-            ),
-            "b": ScoredRollout(scores=None, judgments=[], fallback="unscored"),
-        },
-    )
-
-
-def test_stored_scorings_of_a_question_newest_first(
-    bank: BankStore, engine: Engine, tenant: str
-) -> None:
-    ids = [f"sc_{n}_{uuid.uuid4().hex[:8]}" for n in range(4)]
-    for sid in ids:
-        bank.put_scoring(tenant, scoring(sid), retention_s=3600)
-    bank.put_scoring(tenant, scoring(f"sc_other_{uuid.uuid4().hex[:8]}", "q2"), retention_s=3600)
-    base = datetime.now(UTC) - timedelta(minutes=30)
-    with unit_of_work(engine, write=True) as session:
-        for n, sid in enumerate(ids):
-            session.execute(
-                update(StagewiseScoringRow)
-                .where(StagewiseScoringRow.tenant == tenant, StagewiseScoringRow.scoring_id == sid)
-                .values(created_at=base + timedelta(minutes=n))
-            )
-    latest = bank.list_scorings(tenant, "q1", limit=3)
-    assert [s.scoring_id for s in latest] == ids[::-1][:3]
-    first = latest[0]
-    assert first.rollouts["a"].judgments[0].justification == "names it"
-    assert first.rollouts["a"].scores is not None and first.rollouts["a"].scores["research"] is None
-    assert first.rollouts["b"].fallback == "unscored" and first.rubrics[0].title == "Unit"
-    assert first.question_id == "q1" and first.step == 7
-    assert len(bank.list_scorings(tenant, "q2", limit=20)) == 1
-    assert bank.list_scorings(tenant, "q3", limit=20) == []
-    assert bank.list_scorings(f"{tenant}-other", "q1", limit=20) == []
 
 
 def test_a_pinned_rubric_is_still_pinned_after_a_restore(engine: Engine, tenant: str) -> None:

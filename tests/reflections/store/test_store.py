@@ -1,29 +1,24 @@
-"""The bank, its snapshots and stored scorings in the database (PostgreSQL and SQLite)."""
+"""The bank and its snapshots in the database (PostgreSQL and SQLite)."""
 
 import json
 import threading
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine
 
 from rubricate.core.normalize import question_hash
 from rubricate.db.engine import unit_of_work
-from rubricate.reflections.store.models import BankSnapshotRow, StagewiseScoringRow
-from rubricate.reflections.store.repository import BankStore, ScoringExistsError
+from rubricate.reflections.store.models import BankSnapshotRow
+from rubricate.reflections.store.repository import BankStore
 from rubricate.reflections.store.schemas import BankItemIn
 from rubricate.reflections.store.snapshots import (
     SnapshotExistsError,
     SnapshotNotFoundError,
     SnapshotStore,
 )
-from rubricate.stagewise.store.schemas import ScoringIn
 from rubricate.stagewise.store.service import BufferStore
 from rubricate_client.errors import DomainError
-from rubricate_client.schemas.rubrics import Judgment, RubricView
-from rubricate_client.schemas.scorings import ScoredRollout
 from tests.support.rubrics import ids, rubric
 
 QUESTION = "Why was the Mars Climate Orbiter lost?"
@@ -120,54 +115,6 @@ def test_concurrent_writers_to_one_question_keep_the_newest_step(
     assert stored is not None
     assert stored.step == 23 and stored.takeaways == ["lesson 23"]
     assert bank.count(tenant) == 1
-
-
-def scoring(scoring_id: str) -> ScoringIn:
-    return ScoringIn(
-        scoring_id=scoring_id,
-        question_id="q1",
-        question=QUESTION,
-        step=7,
-        rubrics=[
-            RubricView(
-                id="r_1",
-                stage="answer",
-                title="Unit",
-                description="Names it.",
-                weight=3,
-                polarity="positive",
-            )
-        ],
-        rollouts={
-            "a": ScoredRollout(
-                scores={"plan": 0.5, "research": 0.5, "review": 0.5, "answer": 1.0},
-                judgments=[Judgment(rubric_id="r_1", stage="answer", score=2, justification="ok")],
-            )
-        },
-    )
-
-
-def test_stored_scorings_round_trip_and_expire(
-    bank: BankStore, engine: Engine, tenant: str
-) -> None:
-    sid = f"sc_{uuid.uuid4().hex}"
-    bank.put_scoring(tenant, scoring(sid), retention_s=3600)
-    got = bank.get_scoring(tenant, sid)
-    assert got is not None
-    assert got.rollouts["a"].judgments[0].justification == "ok"
-    assert got.rubrics[0].title == "Unit" and got.step == 7
-    assert bank.get_scoring(f"{tenant}-x", sid) is None
-    with pytest.raises(ScoringExistsError):
-        bank.put_scoring(tenant, scoring(sid), retention_s=3600)
-    # age it past the retention: the next write deletes it
-    with unit_of_work(engine, write=True) as session:
-        session.execute(
-            update(StagewiseScoringRow)
-            .where(StagewiseScoringRow.scoring_id == sid)
-            .values(created_at=datetime.now(UTC) - timedelta(hours=2))
-        )
-    bank.put_scoring(tenant, scoring(f"sc_{uuid.uuid4().hex}"), retention_s=3600)
-    assert bank.get_scoring(tenant, sid) is None
 
 
 def _fill(bank: BankStore, buffers: BufferStore, tenant: str) -> None:

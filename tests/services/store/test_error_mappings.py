@@ -1,6 +1,7 @@
 """Store failures are answered once for the app (`rubricate.store.app.DATABASE_ERRORS`,
-`rubricate.reflections.store.routes.BANK_ERRORS`), each with the error body, status and
-headers its route gave when it wrapped the call itself."""
+`rubricate.reflections.store.routes.BANK_ERRORS`, `rubricate.stagewise.store.routes.
+STAGEWISE_ERRORS`), each with the error body, status and headers its route gave when it
+wrapped the call itself."""
 
 import socket
 from collections.abc import AsyncIterator
@@ -12,13 +13,10 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from rubricate.reflections.store.repository import (
-    BankItemConflictError,
-    BankItemNotFoundError,
-    ScoringExistsError,
-)
+from rubricate.reflections.store.repository import BankItemConflictError, BankItemNotFoundError
 from rubricate.reflections.store.service import IndexUnavailableError
 from rubricate.reflections.store.snapshots import SnapshotExistsError, SnapshotNotFoundError
+from rubricate.stagewise.store.scorings import ScoringExistsError
 from rubricate.store.app import create_app
 from rubricate.store.settings import StoreSettings
 

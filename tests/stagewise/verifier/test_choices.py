@@ -1,4 +1,4 @@
-"""The choices design of stagewise scoring (VerifierService) against a fake choice-scoring
+"""The choices design of stagewise scoring (StageScoringService) against a fake choice-scoring
 backend (named as a fake): design selection, expected scores, the shared prompt prefix,
 retries, failures, and the core's use of expected scores."""
 
@@ -16,7 +16,7 @@ from rubricate.llm.settings import LLMSettings
 from rubricate.stagewise.domain.scoring import stage_score
 from rubricate.stagewise.prompts import scoring as stage_scoring
 from rubricate.stagewise.verifier.schemas import StageScoresRequest
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate.testing.fake_judge import FakeJudgeBackend
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.rubrics import Judgment, Rubric, RubricSpec
@@ -79,8 +79,8 @@ REQUEST = StageScoresRequest(
 )
 
 
-def service(backend: LLMBackend, design: str = "auto") -> VerifierService:
-    return VerifierService(
+def service(backend: LLMBackend, design: str = "auto") -> StageScoringService:
+    return StageScoringService(
         backend=backend,
         tasks=TaskSettings(scoring_design=design),  # type: ignore[arg-type]
         llm=FAST,
@@ -190,7 +190,7 @@ def test_auto_gives_the_design_measured_on_the_backend(
 ) -> None:
     backend = FakeYesNoBackend({})
     backend.name = name  # the fake stands in for that backend kind
-    chosen = VerifierService(backend=backend, tasks=TaskSettings(), llm=llm).design
+    chosen = StageScoringService(backend=backend, tasks=TaskSettings(), llm=llm).design
     assert chosen == design
 
 

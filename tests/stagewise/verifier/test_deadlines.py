@@ -187,7 +187,7 @@ async def test_an_expired_deadline_stops_the_service_before_any_call() -> None:
         with deadline_scope(0.01):
             await asyncio.sleep(0.02)
             with pytest.raises(DeadlineExceeded) as info:
-                await app.state.service.stage_scores(BODY)
+                await app.state.stage_scoring.stage_scores(BODY)
     assert backend.started == 0
     error = as_service_error(info.value, task="stage_scoring")
     assert (error.status_code, error.type) == (504, "deadline_exceeded")

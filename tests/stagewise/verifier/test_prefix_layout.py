@@ -18,7 +18,7 @@ from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.stagewise.prompts import scoring as stage_scoring
 from rubricate.stagewise.verifier.schemas import StageScoresRequest
-from rubricate.stagewise.verifier.service import VerifierService
+from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate_client.schemas.rubrics import Rubric, RubricSpec
 from tests.llm.fake_openai import FakeOpenAIServer
 
@@ -84,7 +84,7 @@ async def test_a_groups_requests_share_one_prefix_and_a_rollouts_passes_another(
         concurrency=concurrency,
         transport=httpx.ASGITransport(app=fake.app),
     )
-    service = VerifierService(
+    service = StageScoringService(
         backend=backend, tasks=TaskSettings(scoring_design="choices"), llm=llm
     )
     assert service.design == "choices"

@@ -1,17 +1,27 @@
-"""The gateway's public audit routes: the reads, settings and deletion the miner serves."""
+"""The gateway's public audit routes: the reads, settings and deletion the miner serves, and
+the rubric history the store serves.
 
-from typing import Annotated, TypeVar
-from urllib.parse import quote
+Most are pure proxy routes: each forwards to the miner's audit route of the same name
+(`audit.miner.endpoints`) or to the store's history route (`audit.store.endpoints`) for the
+caller's tenant (`common.forward.Forwarder`). Their errors pass on with their status, type
+and field (an `UpstreamError` is mapped once for the app). Only reads and the settings' PUT
+are retried. A replay with `judge=buffer` reads the question's rubric buffer from the store
+first and sends its rubrics along."""
 
-from fastapi import APIRouter, Depends, Path, Query, Request, status
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request, status
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
 
-from rubricate.audit.miner.schemas import QUESTION_IDS_TEXT_LEN, ReplayIn, question_id_list
+from rubricate.audit.miner import endpoints as miner
+from rubricate.audit.miner.schemas import ReplayIn, question_id_list
+from rubricate.audit.store import endpoints as history_store
 from rubricate.common.errors import ServiceError
+from rubricate.common.forward import Forwarder
 from rubricate.common.tenancy import TENANT_HEADER, TenantDep
-from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams, upstream_failure
+from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams
 from rubricate.db.limits import QUESTION_ID_LEN
+from rubricate.stagewise.store import endpoints as buffer_store
 from rubricate.stagewise.store.schemas import ScoringId
 from rubricate_client.constants import STAGES
 from rubricate_client.endpoints import (
@@ -29,255 +39,154 @@ from rubricate_client.endpoints import (
     BUFFER_HISTORY,
     RUBRIC_HISTORY_EXPORT,
 )
-from rubricate_client.schemas.audit import (
-    AuditDeleted,
-    AuditList,
-    AuditSignals,
-    AuditTenantSettings,
-    AuditView,
-    QuestionAuditList,
-    ReplayJob,
-    ReplayJobList,
-    ReplayRequest,
-    RubricHistory,
-    ScoringTrajectories,
-)
-from rubricate_client.schemas.buffers import BufferView
+from rubricate_client.schemas import audit
 from rubricate_client.schemas.rubrics import Rubric
-
-M = TypeVar("M", bound=BaseModel)
 
 router = APIRouter(tags=["audit"])
 
-QuestionQuery = Annotated[str | None, Query(min_length=1, max_length=QUESTION_ID_LEN)]
-QuestionIdsQuery = Annotated[str, Query(min_length=1, max_length=QUESTION_IDS_TEXT_LEN)]
-
-REPLAY_JOBS_LIMIT_MAX = 200
-REPLAY_JOBS_LIMIT_DEFAULT = 50
-"""The replay job list's page size (the miner checks the same bounds)."""
+QuestionPath = Annotated[str, Path(min_length=1, max_length=QUESTION_ID_LEN)]
 
 
-class MinerAudit:
-    """The miner's audit routes through its `ServiceClient`; its errors pass on with their
-    status, type and field. Only GETs are retried."""
-
-    def __init__(self, client: ServiceClient) -> None:
-        self.client = client
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        *,
-        response_model: type[M],
-        tenant: str,
-        body: BaseModel | None = None,
-        params: dict[str, str] | None = None,
-    ) -> M:
-        try:
-            return await self.client.request(
-                method,
-                path,
-                json=None if body is None else body.model_dump(mode="json"),
-                params=params,
-                headers={TENANT_HEADER: tenant},
-                response_model=response_model,
-                retry=method in ("GET", "PUT"),
-            )
-        except UpstreamError as exc:
-            raise upstream_failure(exc) from exc
+def upstreams(request: Request) -> Upstreams:
+    clients: Upstreams = request.app.state.upstreams
+    return clients
 
 
-def get_miner(request: Request) -> MinerAudit:
-    upstreams: Upstreams = request.app.state.upstreams
-    if upstreams.miner is None:
+def miner_client(request: Request) -> ServiceClient:
+    """The miner's client; a 503 when the gateway has no miner configured."""
+    client = upstreams(request).miner
+    if client is None:
         raise ServiceError(503, "no miner is configured", type="upstream_unreachable")
-    return MinerAudit(upstreams.miner)
+    return client
 
 
-MinerDep = Annotated[MinerAudit, Depends(get_miner)]
+def miner_forwarder(
+    client: Annotated[ServiceClient, Depends(miner_client)], tenant: TenantDep = "default"
+) -> Forwarder:
+    return Forwarder(client, tenant)
 
 
-def _question(question_id: str | None) -> dict[str, str]:
-    return {} if question_id is None else {"question_id": question_id}
+def store_forwarder(request: Request, tenant: TenantDep = "default") -> Forwarder:
+    return Forwarder(upstreams(request).store, tenant)
 
 
-@router.get(AUDIT_LIST.path, response_model=AuditList, summary="The latest audited groups")
+MinerDep = Annotated[Forwarder, Depends(miner_forwarder)]
+StoreDep = Annotated[Forwarder, Depends(store_forwarder)]
+
+
+@router.get(AUDIT_LIST.path, response_model=audit.AuditList, summary="The latest audited groups")
 async def latest(
-    miner: MinerDep,
-    question_id: QuestionQuery = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    tenant: TenantDep = "default",
-) -> AuditList:
-    params = _question(question_id) | {"limit": str(limit)}
-    return await miner.call(
-        "GET", AUDIT_LIST.path, response_model=AuditList, tenant=tenant, params=params
-    )
+    upstream: MinerDep,
+    question_id: miner.QuestionQuery = None,
+    limit: miner.AuditsLimitQuery = miner.AUDITS_LIMIT_DEFAULT,
+) -> audit.AuditList:
+    return await upstream(miner.GROUPS, query={"question_id": question_id, "limit": limit})
 
 
-@router.get(AUDIT_GET.path, response_model=AuditView, summary="One group's audit")
-async def one(scoring_id: ScoringId, miner: MinerDep, tenant: TenantDep = "default") -> AuditView:
-    return await miner.call(
-        "GET",
-        f"/v1/audit/groups/{quote(scoring_id, safe='')}",
-        response_model=AuditView,
-        tenant=tenant,
-    )
+@router.get(AUDIT_GET.path, response_model=audit.AuditView, summary="One group's audit")
+async def one(scoring_id: ScoringId, upstream: MinerDep) -> audit.AuditView:
+    return await upstream(miner.GROUP, path={"scoring_id": scoring_id})
 
 
 @router.get(
     AUDIT_TRAJECTORIES.path,
-    response_model=ScoringTrajectories,
+    response_model=audit.ScoringTrajectories,
     summary="The trajectories kept with an audited scoring (null when not kept)",
 )
-async def trajectories(
-    scoring_id: ScoringId, miner: MinerDep, tenant: TenantDep = "default"
-) -> ScoringTrajectories:
-    return await miner.call(
-        "GET",
-        f"/v1/audit/groups/{quote(scoring_id, safe='')}/trajectories",
-        response_model=ScoringTrajectories,
-        tenant=tenant,
-    )
+async def trajectories(scoring_id: ScoringId, upstream: MinerDep) -> audit.ScoringTrajectories:
+    return await upstream(miner.TRAJECTORIES, path={"scoring_id": scoring_id})
 
 
 @router.get(
     AUDIT_QUESTIONS.path,
-    response_model=QuestionAuditList,
+    response_model=audit.QuestionAuditList,
     summary="Audit status per question: groups by status, the latest agreement",
 )
 async def questions(
-    question_ids: QuestionIdsQuery, miner: MinerDep, tenant: TenantDep = "default"
-) -> QuestionAuditList:
-    ids = question_id_list(question_ids)
-    return await miner.call(
-        "GET",
-        AUDIT_QUESTIONS.path,
-        response_model=QuestionAuditList,
-        tenant=tenant,
-        params={"question_ids": ",".join(ids)},
-    )
+    question_ids: miner.QuestionIdsQuery, upstream: MinerDep
+) -> audit.QuestionAuditList:
+    ids = ",".join(question_id_list(question_ids))
+    return await upstream(miner.QUESTIONS, query={"question_ids": ids})
 
 
-@router.delete(AUDIT_DELETE.path, response_model=AuditDeleted, summary="Delete audit records")
-async def remove(
-    miner: MinerDep, question_id: QuestionQuery = None, tenant: TenantDep = "default"
-) -> AuditDeleted:
-    return await miner.call(
-        "DELETE",
-        AUDIT_DELETE.path,
-        response_model=AuditDeleted,
-        tenant=tenant,
-        params=_question(question_id),
-    )
-
-
-@router.get(AUDIT_SIGNALS.path, response_model=AuditSignals, summary="Drift and gaming signals")
-async def signals(
-    miner: MinerDep, question_id: QuestionQuery = None, tenant: TenantDep = "default"
-) -> AuditSignals:
-    return await miner.call(
-        "GET",
-        AUDIT_SIGNALS.path,
-        response_model=AuditSignals,
-        tenant=tenant,
-        params=_question(question_id),
-    )
+@router.delete(AUDIT_DELETE.path, response_model=audit.AuditDeleted, summary="Delete audit records")
+async def remove(upstream: MinerDep, question_id: miner.QuestionQuery = None) -> audit.AuditDeleted:
+    return await upstream(miner.DELETE, query={"question_id": question_id}, retry=False)
 
 
 @router.get(
-    AUDIT_SETTINGS.path, response_model=AuditTenantSettings, summary="The tenant's settings"
+    AUDIT_SIGNALS.path, response_model=audit.AuditSignals, summary="Drift and gaming signals"
 )
-async def get_settings(miner: MinerDep, tenant: TenantDep = "default") -> AuditTenantSettings:
-    return await miner.call(
-        "GET", AUDIT_SETTINGS.path, response_model=AuditTenantSettings, tenant=tenant
-    )
+async def signals(
+    upstream: MinerDep, question_id: miner.QuestionQuery = None
+) -> audit.AuditSignals:
+    return await upstream(miner.SIGNALS, query={"question_id": question_id})
+
+
+@router.get(
+    AUDIT_SETTINGS.path, response_model=audit.AuditTenantSettings, summary="The tenant's settings"
+)
+async def get_settings(upstream: MinerDep) -> audit.AuditTenantSettings:
+    return await upstream(miner.SETTINGS)
 
 
 @router.put(
     AUDIT_SETTINGS_PUT.path,
-    response_model=AuditTenantSettings,
+    response_model=audit.AuditTenantSettings,
     summary="Set the tenant's audit fraction and retention",
 )
 async def put_settings(
-    body: AuditTenantSettings, miner: MinerDep, tenant: TenantDep = "default"
-) -> AuditTenantSettings:
-    return await miner.call(
-        "PUT", AUDIT_SETTINGS_PUT.path, response_model=AuditTenantSettings, tenant=tenant, body=body
-    )
+    body: audit.AuditTenantSettings, upstream: MinerDep
+) -> audit.AuditTenantSettings:
+    return await upstream(miner.SETTINGS_PUT, body=body)
 
 
 @router.post(
     AUDIT_REPLAY.path,
-    response_model=ReplayJob,
+    response_model=audit.ReplayJob,
     status_code=status.HTTP_202_ACCEPTED,
     summary="Re-score stored scorings with the live judge, the reference judge or the buffer",
 )
-async def replay(
-    body: ReplayRequest, request: Request, miner: MinerDep, tenant: TenantDep = "default"
-) -> ReplayJob:
+async def replay(body: audit.ReplayRequest, upstream: MinerDep, store: StoreDep) -> audit.ReplayJob:
     rubrics: list[Rubric] | None = None
     if body.judge == "buffer":
         assert body.question_id is not None  # the request's validator guarantees it
-        rubrics = await _buffer_rubrics(request, body.question_id, tenant=tenant)
+        rubrics = await _buffer_rubrics(store, body.question_id)
     forwarded = ReplayIn(**body.model_dump(), rubrics=rubrics)
-    return await miner.call(
-        "POST", AUDIT_REPLAY.path, response_model=ReplayJob, tenant=tenant, body=forwarded
-    )
+    return await upstream(miner.REPLAY, body=forwarded, retry=False)
 
 
 @router.get(
     AUDIT_REPLAY_JOBS.path,
-    response_model=ReplayJobList,
+    response_model=audit.ReplayJobList,
     summary="The tenant's replay jobs, newest first (without results)",
 )
 async def replay_jobs(
-    miner: MinerDep,
-    limit: Annotated[int, Query(ge=1, le=REPLAY_JOBS_LIMIT_MAX)] = REPLAY_JOBS_LIMIT_DEFAULT,
-    tenant: TenantDep = "default",
-) -> ReplayJobList:
-    return await miner.call(
-        "GET",
-        AUDIT_REPLAY_JOBS.path,
-        response_model=ReplayJobList,
-        tenant=tenant,
-        params={"limit": str(limit)},
-    )
+    upstream: MinerDep, limit: miner.ReplayJobsLimitQuery = miner.REPLAY_JOBS_LIMIT_DEFAULT
+) -> audit.ReplayJobList:
+    return await upstream(miner.REPLAY_JOBS, query={"limit": limit})
 
 
-@router.get(AUDIT_REPLAY_JOB.path, response_model=ReplayJob, summary="A replay job's progress")
-async def replay_job(
-    job_id: Annotated[str, Path(min_length=1, max_length=36)],
-    miner: MinerDep,
-    tenant: TenantDep = "default",
-) -> ReplayJob:
-    return await miner.call(
-        "GET",
-        f"/v1/audit/replay/{quote(job_id, safe='')}",
-        response_model=ReplayJob,
-        tenant=tenant,
-    )
+@router.get(
+    AUDIT_REPLAY_JOB.path, response_model=audit.ReplayJob, summary="A replay job's progress"
+)
+async def replay_job(job_id: miner.ReplayJobPath, upstream: MinerDep) -> audit.ReplayJob:
+    return await upstream(miner.REPLAY_JOB, path={"job_id": job_id})
 
 
-async def _buffer_rubrics(request: Request, question_id: str, *, tenant: str) -> list[Rubric]:
+async def _buffer_rubrics(store: Forwarder, question_id: str) -> list[Rubric]:
     """The question's current rubric buffer, from the store."""
-    upstreams: Upstreams = request.app.state.upstreams
     try:
-        buffer = await upstreams.store.request(
-            "GET",
-            f"/v1/buffers/{quote(question_id, safe='')}",
-            response_model=BufferView,
-            headers={TENANT_HEADER: tenant},
-        )
+        buffer = await store(buffer_store.BUFFER, path={"question_id": question_id})
     except UpstreamError as exc:
-        if exc.status == 404:
-            raise ServiceError(
-                404,
-                f"no rubric buffer for question {question_id!r}",
-                type="not_found",
-                field="question_id",
-            ) from exc
-        raise upstream_failure(exc) from exc
+        if exc.status != 404:
+            raise
+        raise ServiceError(
+            404,
+            f"no rubric buffer for question {question_id!r}",
+            type="not_found",
+            field="question_id",
+        ) from exc
     rubrics = [r for stage in STAGES for r in buffer.rubrics.get(stage, [])]
     if not rubrics:
         raise ServiceError(
@@ -291,24 +200,11 @@ async def _buffer_rubrics(request: Request, question_id: str, *, tenant: str) ->
 
 @router.get(
     BUFFER_HISTORY.path,
-    response_model=RubricHistory,
+    response_model=audit.RubricHistory,
     summary="Every rubric that was ever in the question's buffer, added and pruned when",
 )
-async def buffer_history(
-    question_id: Annotated[str, Path(min_length=1, max_length=QUESTION_ID_LEN)],
-    request: Request,
-    tenant: TenantDep = "default",
-) -> RubricHistory:
-    upstreams: Upstreams = request.app.state.upstreams
-    try:
-        return await upstreams.store.request(
-            "GET",
-            f"/v1/buffers/{quote(question_id, safe='')}/history",
-            response_model=RubricHistory,
-            headers={TENANT_HEADER: tenant},
-        )
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
+async def buffer_history(question_id: QuestionPath, store: StoreDep) -> audit.RubricHistory:
+    return await store(history_store.BUFFER_HISTORY, path={"question_id": question_id})
 
 
 @router.get(
@@ -316,16 +212,11 @@ async def buffer_history(
     response_class=StreamingResponse,
     summary="The tenant's rubric history as JSONL (publish a run's rubrics)",
 )
-async def rubric_history_export(
-    request: Request, tenant: TenantDep = "default"
-) -> StreamingResponse:
-    upstreams: Upstreams = request.app.state.upstreams
-    try:
-        chunks = await upstreams.store.stream(
-            "GET", RUBRIC_HISTORY_EXPORT.path, headers={TENANT_HEADER: tenant}
-        )
-    except UpstreamError as exc:
-        raise upstream_failure(exc) from exc
+async def rubric_history_export(store: StoreDep) -> StreamingResponse:
+    export = history_store.HISTORY_EXPORT
+    chunks = await store.client.stream(
+        export.method, export.url_path({}), headers={TENANT_HEADER: store.tenant}
+    )
     return StreamingResponse(
         chunks,
         media_type="application/x-ndjson",

@@ -11,18 +11,20 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from pydantic import BaseModel
+
+from rubricate.audit.miner.endpoints import ADDRESSING, SUBMIT
 from rubricate.audit.miner.schemas import (
     MARKER_LEN,
     MAX_REPORT_MARKERS,
     AddressingReportIn,
     AuditRollout,
     AuditSubmission,
-    Recorded,
-    Submitted,
 )
 from rubricate.common.metrics import AUDIT_SUBMIT_FAILURES
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.common.upstream import ServiceClient, UpstreamError
+from rubricate_client.endpoints import Endpoint
 from rubricate_client.schemas.audit import AddressingReport
 from rubricate_client.schemas.rubrics import Rubric
 from rubricate_client.schemas.stagewise import StagewiseScoreRequest, StagewiseScoreResponse
@@ -38,17 +40,9 @@ def submission(request: StagewiseScoreRequest, response: StagewiseScoreResponse)
     """The scored group as the audit takes it: the trajectories, the rubric set and the live
     judgments. A scoring the store could not keep gets an audit id of its own."""
     rubrics = [
-        Rubric(
-            id=r.id,
-            stage=r.stage,
-            title=r.title,
-            description=r.description,
-            weight=r.weight,
-            polarity=r.polarity,
-            origin=r.origin,
-        )
+        Rubric.model_validate(rubric, from_attributes=True)
         for stage_rubrics in response.rubrics.values()
-        for r in stage_rubrics
+        for rubric in stage_rubrics
     ]
     return AuditSubmission(
         scoring_id=response.scoring_id or "au_" + uuid.uuid4().hex,
@@ -129,35 +123,41 @@ class AuditSubmitter:
         task.add_done_callback(self._tasks.discard)
 
     async def _send_addressing(self, tenant: str, report: AddressingReportIn) -> None:
-        assert self.miner is not None
-        try:
-            await self.miner.request(
-                "POST",
-                "/v1/audit/addressing",
-                json=report.model_dump(mode="json"),
-                response_model=Recorded,
-                headers={TENANT_HEADER: tenant},
-            )
-        except (UpstreamError, ValueError) as exc:
-            AUDIT_SUBMIT_FAILURES.inc()
-            log.warning("audit.addressing_failed kind=%s error=%s", report.kind, exc)
+        await self._hand_over(
+            tenant,
+            ADDRESSING,
+            lambda: report,
+            failed=("audit.addressing_failed kind=%s error=%s", report.kind),
+        )
 
     async def _send(
         self, tenant: str, request: StagewiseScoreRequest, response: StagewiseScoreResponse
     ) -> None:
+        await self._hand_over(
+            tenant,
+            SUBMIT,
+            lambda: submission(request, response),
+            failed=("audit.submit_failed question_id=%s error=%s", response.question_id),
+        )
+
+    async def _hand_over(
+        self,
+        tenant: str,
+        endpoint: Endpoint[Any, Any],
+        body: Callable[[], BaseModel],
+        *,
+        failed: tuple[str, str],
+    ) -> None:
+        """Send `body()` to the miner's `endpoint` for `tenant`. A failure (the miner's, or
+        a body that cannot be built) is counted and logged (`failed`: the log line and what
+        it names), never raised."""
         assert self.miner is not None
         try:
-            body = submission(request, response)
-            await self.miner.request(
-                "POST",
-                "/v1/audit/groups",
-                json=body.model_dump(mode="json"),
-                response_model=Submitted,
-                headers={TENANT_HEADER: tenant},
-            )
+            await self.miner.call(endpoint, body(), headers={TENANT_HEADER: tenant})
         except (UpstreamError, ValueError) as exc:
             AUDIT_SUBMIT_FAILURES.inc()
-            log.warning("audit.submit_failed question_id=%s error=%s", response.question_id, exc)
+            message, subject = failed
+            log.warning(message, subject, exc)
 
     async def drain(self, timeout_s: float = 5.0) -> None:
         """Wait a little for the hand-overs in flight (shutdown), then cancel the rest."""

@@ -21,7 +21,7 @@ from rubricate.llm.base import LLMBackend
 from rubricate.llm.factory import build_backend
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
-from rubricate.stagewise.verifier.service import VerifierService, chosen_design
+from rubricate.stagewise.verifier.service import StageScoringService, chosen_design
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def build_reference_judge(
     config: ReferenceJudgeConfig,
     tasks: TaskSettings | None = None,
     backend: LLMBackend | None = None,
-) -> VerifierService:
+) -> StageScoringService:
     """The reference judge. `backend`: an already loaded backend for `config.llm` (embedded
     mode passes the live model's, so it is not loaded twice); else one is built (blocking)."""
     live_tasks = tasks or TaskSettings()
@@ -61,7 +61,7 @@ def build_reference_judge(
         wanted=audit.scoring_design,
         can_choose=model.supports_choice_scoring,
     )
-    return VerifierService(
+    return StageScoringService(
         backend=model,
         tasks=live_tasks.model_copy(update={"scoring_design": design}),
         llm=config.llm,

@@ -22,7 +22,7 @@ from rubricate.audit.miner.runner import (
 )
 from rubricate.audit.miner.schemas import AuditSubmission, ReplayIn
 from rubricate.common.upstream import ServiceClient
-from rubricate.common.usage import Usage
+from rubricate.stagewise.verifier.endpoints import STAGE_SCORES
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
 from rubricate_client.schemas.audit import ReplayGroup, ReplayProgress, ReplayResult
 
@@ -36,9 +36,7 @@ class VerifierJudge:
         self.client = client
 
     async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
-        return await self.client.task(
-            "/v1/tasks/stage-scores", request, response_model=StageScoresResponse, usage=Usage()
-        )
+        return await self.client.call(STAGE_SCORES, request)
 
 
 @dataclass

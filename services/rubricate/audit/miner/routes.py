@@ -1,12 +1,12 @@
-"""The miner's audit routes: the gateway's submissions, and the reads and settings the
-gateway forwards (docs/audit.md)."""
+"""The miner's audit routes (declared in `audit.miner.endpoints`): the gateway's
+submissions, and the reads and settings the gateway forwards (docs/audit.md)."""
 
-from typing import Annotated
+from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Depends, Path, Query, Request, status
+from fastapi import APIRouter, Depends, Request, status
 
+from rubricate.audit.miner import endpoints as audit
 from rubricate.audit.miner.schemas import (
-    QUESTION_IDS_TEXT_LEN,
     AddressingReportIn,
     AuditSubmission,
     Recorded,
@@ -17,7 +17,6 @@ from rubricate.audit.miner.schemas import (
 from rubricate.audit.miner.service import AuditService
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TenantDep
-from rubricate.db.limits import QUESTION_ID_LEN
 from rubricate.stagewise.store.schemas import ScoringId
 from rubricate_client.schemas.audit import (
     AuditDeleted,
@@ -31,16 +30,12 @@ from rubricate_client.schemas.audit import (
     ScoringTrajectories,
 )
 
+T = TypeVar("T")
+
 STATE_NAME = "audit"
 """The `AuditService` on the miner's `app.state`."""
 
-router = APIRouter(prefix="/v1/audit", tags=["audit"])
-
-QuestionQuery = Annotated[str | None, Query(min_length=1, max_length=QUESTION_ID_LEN)]
-QuestionIdsQuery = Annotated[str, Query(min_length=1, max_length=QUESTION_IDS_TEXT_LEN)]
-
-REPLAY_JOBS_LIMIT_MAX = 200
-REPLAY_JOBS_LIMIT_DEFAULT = 50
+router = APIRouter(tags=["audit"])
 
 
 def get_service(request: Request) -> AuditService:
@@ -53,8 +48,15 @@ def get_service(request: Request) -> AuditService:
 ServiceDep = Annotated[AuditService, Depends(get_service)]
 
 
+def found(value: T | None, what: str) -> T:
+    """`value`, or a 404 saying there is no `what`."""
+    if value is None:
+        raise ServiceError(404, f"no {what}", type="not_found")
+    return value
+
+
 @router.post(
-    "/groups",
+    audit.SUBMIT.path,
     response_model=Submitted,
     status_code=status.HTTP_202_ACCEPTED,
     summary="Take a scored group; queue it for the reference judge when it is sampled",
@@ -66,7 +68,7 @@ async def submit(
 
 
 @router.post(
-    "/addressing",
+    audit.ADDRESSING.path,
     response_model=Recorded,
     status_code=status.HTTP_202_ACCEPTED,
     summary="Take a request of another judge kind in which something addressed the judge",
@@ -77,71 +79,71 @@ async def record_addressing(
     return await service.record_addressing(body, tenant=tenant)
 
 
-@router.get("/groups", response_model=AuditList, summary="The latest audited groups")
+@router.get(audit.GROUPS.path, response_model=AuditList, summary="The latest audited groups")
 async def latest(
     service: ServiceDep,
-    question_id: QuestionQuery = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    question_id: audit.QuestionQuery = None,
+    limit: audit.AuditsLimitQuery = audit.AUDITS_LIMIT_DEFAULT,
     tenant: TenantDep = "default",
 ) -> AuditList:
     return await service.latest(tenant, question_id=question_id, limit=limit)
 
 
-@router.get("/groups/{scoring_id}", response_model=AuditView, summary="One group's audit")
+@router.get(audit.GROUP.path, response_model=AuditView, summary="One group's audit")
 async def one(
     scoring_id: ScoringId, service: ServiceDep, tenant: TenantDep = "default"
 ) -> AuditView:
-    found = await service.get(tenant, scoring_id)
-    if found is None:
-        raise ServiceError(404, f"no audit record for scoring {scoring_id!r}", type="not_found")
-    return found
+    record = await service.get(tenant, scoring_id)
+    return found(record, f"audit record for scoring {scoring_id!r}")
 
 
 @router.get(
-    "/groups/{scoring_id}/trajectories",
+    audit.TRAJECTORIES.path,
     response_model=ScoringTrajectories,
     summary="The trajectories kept with an audited scoring (null when not kept)",
 )
 async def trajectories(
     scoring_id: ScoringId, service: ServiceDep, tenant: TenantDep = "default"
 ) -> ScoringTrajectories:
-    found = await service.trajectories(tenant, scoring_id)
-    if found is None:
-        raise ServiceError(404, f"no audit record for scoring {scoring_id!r}", type="not_found")
-    return found
+    kept = await service.trajectories(tenant, scoring_id)
+    return found(kept, f"audit record for scoring {scoring_id!r}")
 
 
 @router.get(
-    "/questions",
+    audit.QUESTIONS.path,
     response_model=QuestionAuditList,
     summary="Audit status per question: groups by status, the latest agreement",
 )
 async def questions(
-    question_ids: QuestionIdsQuery, service: ServiceDep, tenant: TenantDep = "default"
+    question_ids: audit.QuestionIdsQuery, service: ServiceDep, tenant: TenantDep = "default"
 ) -> QuestionAuditList:
     return await service.question_audits(tenant, question_id_list(question_ids))
 
 
-@router.delete("/groups", response_model=AuditDeleted, summary="Delete audit records")
+@router.delete(audit.DELETE.path, response_model=AuditDeleted, summary="Delete audit records")
 async def remove(
-    service: ServiceDep, question_id: QuestionQuery = None, tenant: TenantDep = "default"
+    service: ServiceDep, question_id: audit.QuestionQuery = None, tenant: TenantDep = "default"
 ) -> AuditDeleted:
     return AuditDeleted(deleted=await service.delete(tenant, question_id=question_id))
 
 
-@router.get("/signals", response_model=AuditSignals, summary="Drift and gaming signals")
+@router.get(audit.SIGNALS.path, response_model=AuditSignals, summary="Drift and gaming signals")
 async def signals(
-    service: ServiceDep, question_id: QuestionQuery = None, tenant: TenantDep = "default"
+    service: ServiceDep, question_id: audit.QuestionQuery = None, tenant: TenantDep = "default"
 ) -> AuditSignals:
     return await service.signals(tenant, question_id=question_id)
 
 
-@router.get("/settings", response_model=AuditTenantSettings, summary="The tenant's settings")
+@router.get(
+    audit.SETTINGS.path, response_model=AuditTenantSettings, summary="The tenant's settings"
+)
 async def get_settings(service: ServiceDep, tenant: TenantDep = "default") -> AuditTenantSettings:
     return await service.tenant_settings(tenant)
 
 
-@router.put("/settings", response_model=AuditTenantSettings, summary="Set the tenant's settings")
+@router.put(
+    audit.SETTINGS_PUT.path, response_model=AuditTenantSettings, summary="Set the tenant's settings"
+)
 async def put_settings(
     body: AuditTenantSettings, service: ServiceDep, tenant: TenantDep = "default"
 ) -> AuditTenantSettings:
@@ -149,7 +151,7 @@ async def put_settings(
 
 
 @router.post(
-    "/replay",
+    audit.REPLAY.path,
     response_model=ReplayJob,
     status_code=status.HTTP_202_ACCEPTED,
     summary="Re-score stored scorings with a chosen judge, as a job with progress",
@@ -158,22 +160,19 @@ async def replay(body: ReplayIn, service: ServiceDep, tenant: TenantDep = "defau
     return await service.replay(body, tenant=tenant)
 
 
-@router.get("/replay", response_model=ReplayJobList, summary="The tenant's replay jobs")
+@router.get(
+    audit.REPLAY_JOBS.path, response_model=ReplayJobList, summary="The tenant's replay jobs"
+)
 async def replay_jobs(
     service: ServiceDep,
-    limit: Annotated[int, Query(ge=1, le=REPLAY_JOBS_LIMIT_MAX)] = REPLAY_JOBS_LIMIT_DEFAULT,
+    limit: audit.ReplayJobsLimitQuery = audit.REPLAY_JOBS_LIMIT_DEFAULT,
     tenant: TenantDep = "default",
 ) -> ReplayJobList:
     return await service.replay_jobs(tenant, limit=limit)
 
 
-@router.get("/replay/{job_id}", response_model=ReplayJob, summary="A replay job's progress")
+@router.get(audit.REPLAY_JOB.path, response_model=ReplayJob, summary="A replay job's progress")
 async def replay_job(
-    job_id: Annotated[str, Path(min_length=1, max_length=36)],
-    service: ServiceDep,
-    tenant: TenantDep = "default",
+    job_id: audit.ReplayJobPath, service: ServiceDep, tenant: TenantDep = "default"
 ) -> ReplayJob:
-    found = await service.replay_job(tenant, job_id)
-    if found is None:
-        raise ServiceError(404, f"no replay job {job_id!r}", type="not_found")
-    return found
+    return found(await service.replay_job(tenant, job_id), f"replay job {job_id!r}")

@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 class ReferenceJudge(Protocol):
     """What the audit needs of a judge: the verifier's stagewise scoring task
-    (`rubricate.stagewise.verifier.service.VerifierService` on the reference backend)."""
+    (`rubricate.stagewise.verifier.service.StageScoringService` on the reference backend)."""
 
     async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse: ...
 
@@ -210,15 +210,7 @@ def audit_result(comparison: GroupComparison, *, model: str, design: str) -> Aud
     return AuditResult(
         agreement=comparison.agreement,
         rubrics=[
-            RubricAgreementView(
-                rubric_id=r.rubric_id,
-                rollouts=r.rollouts,
-                agreement=r.agreement,
-                exact=r.exact,
-                live_mean=r.live_mean,
-                reference_mean=r.reference_mean,
-            )
-            for r in comparison.rubrics
+            RubricAgreementView.model_validate(r, from_attributes=True) for r in comparison.rubrics
         ],
         stage_deltas=comparison.stage_deltas,
         kendall_tau=comparison.kendall_tau,

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any, Protocol, get_args
 
@@ -210,15 +211,7 @@ def replay_view(job: ReplayRecord) -> ReplayJob:
 
 
 def question_audit_view(counts: QuestionAuditCounts) -> QuestionAudit:
-    return QuestionAudit(
-        question_id=counts.question_id,
-        groups=counts.groups,
-        done=counts.done,
-        failed=counts.failed,
-        pending=counts.pending,
-        last_agreement=counts.last_agreement,
-        last_audited_at=counts.last_audited_at,
-    )
+    return QuestionAudit.model_validate(counts, from_attributes=True)
 
 
 def trajectories_view(scoring_id: str, kept: KeptGroup) -> ScoringTrajectories:
@@ -254,25 +247,69 @@ def compute_signals(
 ) -> AuditSignals:
     """The signals of the records (stagewise groups, per step) and, unless restricted to a
     question, of the flagged requests of the other kinds (`flags`, within the window)."""
+    by_step = _by_step(records)
+    steps = [_step_signals(step, group) for step, group in by_step.items()]
+    drift = agreement_drift(
+        [(s.step, s.agreement) for s in steps if s.agreement is not None],
+        window=settings.drift_window,
+    )
+    return AuditSignals(
+        question_id=question_id,
+        steps=steps,
+        agreement_first=drift.first,
+        agreement_last=drift.last,
+        agreement_drop=drift.drop,
+        gaming_candidates=_gaming_candidates(_rubric_series(by_step), settings),
+        addressing=_addressed_rollouts(by_step)[-MAX_ADDRESSING_LISTED:],
+        addressing_window_h=settings.addressing_window_h,
+        addressing_by_kind=addressing_by_kind(flags),
+        addressing_requests=[
+            AddressingRequestView.model_validate(flag, from_attributes=True)
+            for flag in flags[-MAX_ADDRESSING_LISTED:]
+        ],
+    )
+
+
+def _by_step(records: Sequence[AuditRecord]) -> dict[int, list[AuditRecord]]:
+    """The records of a known step, grouped by step in step order."""
     by_step: dict[int, list[AuditRecord]] = {}
     for record in records:
         if record.step is not None:
             by_step.setdefault(record.step, []).append(record)
-    steps: list[StepSignals] = []
-    agreement_points: list[tuple[int, float]] = []
+    return dict(sorted(by_step.items()))
+
+
+def _done(group: Sequence[AuditRecord]) -> list[AuditRecord]:
+    return [r for r in group if r.status == "done" and r.result is not None]
+
+
+def _step_signals(step: int, group: Sequence[AuditRecord]) -> StepSignals:
+    """One step's counts, mean agreement, length-reward correlation and addressing."""
+    done = _done(group)
+    agreements = [
+        float(r.result["agreement"])
+        for r in done
+        if r.result is not None and r.result.get("agreement") is not None
+    ]
+    rewards, lengths = _length_pairs([r.summary for r in group])
+    return StepSignals(
+        step=step,
+        groups=len(group),
+        audited=len(done),
+        failed=sum(1 for r in group if r.status == "failed"),
+        agreement=sum(agreements) / len(agreements) if agreements else None,
+        length_reward_correlation=pearson(lengths, rewards),
+        addressing_rollouts=sum(len(r.summary.get("addressing", {})) for r in group),
+    )
+
+
+def _rubric_series(
+    by_step: dict[int, list[AuditRecord]],
+) -> dict[tuple[str, str], list[RubricPoint]]:
+    """(question id, rubric id) → the rubric's live and reference mean per audited step."""
     series: dict[tuple[str, str], list[RubricPoint]] = {}
-    addressing: list[AddressingView] = []
-    for step, group in sorted(by_step.items()):
-        done = [r for r in group if r.status == "done" and r.result is not None]
-        agreements = [
-            float(r.result["agreement"])
-            for r in done
-            if r.result is not None and r.result.get("agreement") is not None
-        ]
-        agreement = sum(agreements) / len(agreements) if agreements else None
-        if agreement is not None:
-            agreement_points.append((step, agreement))
-        for r in done:
+    for step, group in by_step.items():
+        for r in _done(group):
             assert r.result is not None
             for rubric in r.result.get("rubrics", []):
                 series.setdefault((r.question_id, rubric["rubric_id"]), []).append(
@@ -280,72 +317,38 @@ def compute_signals(
                         step=step, live=rubric["live_mean"], reference=rubric["reference_mean"]
                     )
                 )
-        rewards, lengths = _length_pairs([r.summary for r in group])
-        flagged = 0
-        for r in group:
-            for rollout_id, markers in r.summary.get("addressing", {}).items():
-                flagged += 1
-                addressing.append(
-                    AddressingView(
-                        scoring_id=r.scoring_id,
-                        question_id=r.question_id,
-                        step=r.step,
-                        rollout_id=rollout_id,
-                        markers=list(markers),
-                    )
-                )
-        steps.append(
-            StepSignals(
-                step=step,
-                groups=len(group),
-                audited=len(done),
-                failed=sum(1 for r in group if r.status == "failed"),
-                agreement=agreement,
-                length_reward_correlation=pearson(lengths, rewards),
-                addressing_rollouts=flagged,
-            )
-        )
-    drift = agreement_drift(agreement_points, window=settings.drift_window)
+    return series
+
+
+def _gaming_candidates(
+    series: dict[tuple[str, str], list[RubricPoint]], settings: AuditSettings
+) -> list[GamingCandidateView]:
+    """The rubrics whose live score rose while the reference's did not, question by question."""
     candidates: list[GamingCandidateView] = []
-    questions = sorted({q for q, _ in series})
-    for question in questions:
+    for question in sorted({q for q, _ in series}):
         found = gaming_candidates(
             {rid: pts for (q, rid), pts in series.items() if q == question},
             min_steps=settings.gaming_min_steps,
             min_rise=settings.gaming_min_rise,
         )
-        candidates.extend(
-            GamingCandidateView(
-                rubric_id=c.rubric_id,
-                question_id=question,
-                steps=c.steps,
-                live_rise=c.live_rise,
-                reference_rise=c.reference_rise,
-            )
-            for c in found
+        candidates.extend(GamingCandidateView(question_id=question, **asdict(c)) for c in found)
+    return candidates
+
+
+def _addressed_rollouts(by_step: dict[int, list[AuditRecord]]) -> list[AddressingView]:
+    """Every rollout whose trajectory addresses the judge, in step order."""
+    return [
+        AddressingView(
+            scoring_id=r.scoring_id,
+            question_id=r.question_id,
+            step=r.step,
+            rollout_id=rollout_id,
+            markers=list(markers),
         )
-    return AuditSignals(
-        question_id=question_id,
-        steps=steps,
-        agreement_first=drift.first,
-        agreement_last=drift.last,
-        agreement_drop=drift.drop,
-        gaming_candidates=candidates,
-        addressing=addressing[-MAX_ADDRESSING_LISTED:],
-        addressing_window_h=settings.addressing_window_h,
-        addressing_by_kind=addressing_by_kind(flags),
-        addressing_requests=[
-            AddressingRequestView(
-                kind=f.kind,
-                step=f.step,
-                items=f.items,
-                flagged=f.flagged,
-                markers=list(f.markers),
-                created_at=f.created_at,
-            )
-            for f in flags[-MAX_ADDRESSING_LISTED:]
-        ],
-    )
+        for group in by_step.values()
+        for r in group
+        for rollout_id, markers in r.summary.get("addressing", {}).items()
+    ]
 
 
 class AuditService:

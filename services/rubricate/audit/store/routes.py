@@ -1,4 +1,5 @@
-"""The store's rubric-history routes (the buffer's tables are the store's)."""
+"""The store's rubric-history routes (declared in `audit.store.endpoints`; the buffer's
+tables are the store's)."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -8,13 +9,14 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import Engine
 
+from rubricate.audit.store.endpoints import BUFFER_HISTORY, HISTORY_EXPORT
 from rubricate.audit.store.repository import question_history, tenant_history
 from rubricate.common.errors import ServiceError
 from rubricate.common.tenancy import TenantDep
 from rubricate.db.limits import QUESTION_ID_LEN
 from rubricate_client.schemas.audit import RubricHistory
 
-router = APIRouter(prefix="/v1", tags=["audit"])
+router = APIRouter(tags=["audit"])
 
 QuestionPath = Annotated[str, Path(min_length=1, max_length=QUESTION_ID_LEN)]
 
@@ -25,7 +27,7 @@ def _engine(request: Request) -> Engine:
 
 
 @router.get(
-    "/buffers/{question_id}/history",
+    BUFFER_HISTORY.path,
     response_model=RubricHistory,
     summary="Every rubric that was ever in the question's buffer",
 )
@@ -39,7 +41,7 @@ async def history(
 
 
 @router.get(
-    "/audit/rubric-history",
+    HISTORY_EXPORT.path,
     response_class=StreamingResponse,
     summary="The tenant's rubric history as JSONL",
 )

@@ -1,14 +1,27 @@
-"""The gateway's mining routes: corpora, mining jobs and mined nuggets, served by the miner."""
+"""The gateway's mining routes: corpora, mining jobs and mined nuggets, served by the miner.
 
-from typing import Annotated, TypeVar
-from urllib.parse import quote
+Each is a pure proxy route: it forwards to the miner's route of the same name
+(`mining.miner.endpoints`) for the caller's tenant (`common.forward.Forwarder`), and the
+miner's errors pass on with their status, type and field (an `UpstreamError` is mapped once
+for the app). Only GETs are retried: a POST creates or cancels a job and must not run twice.
+"""
 
-from fastapi import APIRouter, Depends, Query, Request, status
-from pydantic import BaseModel
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, status
 
 from rubricate.common.errors import ServiceError
-from rubricate.common.tenancy import TENANT_HEADER, TenantDep
-from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams, upstream_failure
+from rubricate.common.forward import Forwarder
+from rubricate.common.tenancy import TenantDep
+from rubricate.common.upstream import ServiceClient, Upstreams
+from rubricate.mining.miner import endpoints as miner
+from rubricate.mining.miner.endpoints import (
+    JOBS_LIMIT_DEFAULT,
+    CorpusQuery,
+    JobsLimitQuery,
+    JobStateQuery,
+    QuestionQuery,
+)
 from rubricate_client.endpoints import (
     CANCEL_JOB,
     CORPORA_INGEST,
@@ -18,141 +31,85 @@ from rubricate_client.endpoints import (
     MINED_NUGGETS,
     NUGGETS_MINE,
 )
-from rubricate_client.schemas.mining import (
-    CORPUS_PATTERN,
-    CorpusList,
-    IngestRequest,
-    JobList,
-    JobStateName,
-    JobView,
-    MineRequest,
-    NuggetsView,
-)
-
-M = TypeVar("M", bound=BaseModel)
+from rubricate_client.schemas import mining
 
 STATE_NAME = "upstreams"
 """The gateway's upstream clients on `app.state` (built in its lifespan); the miner's is used."""
 
 router = APIRouter(tags=["mining"])
 
-JOBS_LIMIT_MAX = 200
-JOBS_LIMIT_DEFAULT = 50
-"""The job list's page size (the miner checks the same bounds)."""
 
-
-class MinerCalls:
-    """Calls the miner through its `ServiceClient` and hands its errors on with their status,
-    type and field. Only GETs are retried: a POST creates a job and must not run twice."""
-
-    def __init__(self, client: ServiceClient) -> None:
-        self.client = client
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        response_model: type[M],
-        tenant: str,
-        body: BaseModel | None = None,
-        params: dict[str, str] | None = None,
-    ) -> M:
-        try:
-            return await self.client.request(
-                method,
-                path,
-                json=None if body is None else body.model_dump(mode="json", exclude_none=True),
-                params=params,
-                headers={TENANT_HEADER: tenant},
-                response_model=response_model,
-                retry=method == "GET",
-            )
-        except UpstreamError as exc:
-            raise upstream_failure(exc) from exc
-
-
-def get_client(request: Request) -> MinerCalls:
+def miner_client(request: Request) -> ServiceClient:
+    """The miner's client; a 503 when the gateway has no miner configured."""
     upstreams: Upstreams = getattr(request.app.state, STATE_NAME)
     if upstreams.miner is None:
         raise ServiceError(503, "no miner is configured", type="upstream_unreachable")
-    return MinerCalls(upstreams.miner)
+    return upstreams.miner
 
 
-ClientDep = Annotated[MinerCalls, Depends(get_client)]
+def miner_forwarder(
+    client: Annotated[ServiceClient, Depends(miner_client)], tenant: TenantDep = "default"
+) -> Forwarder:
+    return Forwarder(client, tenant)
+
+
+MinerDep = Annotated[Forwarder, Depends(miner_forwarder)]
 
 
 @router.post(
     CORPORA_INGEST.path,
-    response_model=JobView,
+    response_model=mining.JobView,
     status_code=status.HTTP_202_ACCEPTED,
     summary="Ingest documents into a corpus (created if new) as a job with progress",
 )
-async def ingest(body: IngestRequest, client: ClientDep, tenant: TenantDep = "default") -> JobView:
-    return await client.request(
-        "POST", "/v1/corpora", response_model=JobView, tenant=tenant, body=body
-    )
+async def ingest(body: mining.IngestRequest, upstream: MinerDep) -> mining.JobView:
+    sent = body.model_dump(mode="json", exclude_none=True)
+    return await upstream(miner.INGEST, body=sent, retry=False)
 
 
-@router.get(CORPORA_LIST.path, response_model=CorpusList, summary="The tenant's corpora")
-async def corpora(client: ClientDep, tenant: TenantDep = "default") -> CorpusList:
-    return await client.request("GET", "/v1/corpora", response_model=CorpusList, tenant=tenant)
+@router.get(CORPORA_LIST.path, response_model=mining.CorpusList, summary="The tenant's corpora")
+async def corpora(upstream: MinerDep) -> mining.CorpusList:
+    return await upstream(miner.CORPORA)
 
 
 @router.post(
     NUGGETS_MINE.path,
-    response_model=JobView,
+    response_model=mining.JobView,
     status_code=status.HTTP_202_ACCEPTED,
     summary="Mine a question's nuggets from a corpus (Search-Gen-V §3.2) as a job",
 )
-async def mine(body: MineRequest, client: ClientDep, tenant: TenantDep = "default") -> JobView:
-    return await client.request(
-        "POST", "/v1/nuggets/mine", response_model=JobView, tenant=tenant, body=body
-    )
+async def mine(body: mining.MineRequest, upstream: MinerDep) -> mining.JobView:
+    sent = body.model_dump(mode="json", exclude_none=True)
+    return await upstream(miner.MINE, body=sent, retry=False)
 
 
-@router.get(JOBS_LIST.path, response_model=JobList, summary="The tenant's jobs, newest first")
+@router.get(
+    JOBS_LIST.path, response_model=mining.JobList, summary="The tenant's jobs, newest first"
+)
 async def jobs(
-    client: ClientDep,
-    state: Annotated[JobStateName | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=JOBS_LIMIT_MAX)] = JOBS_LIMIT_DEFAULT,
-    tenant: TenantDep = "default",
-) -> JobList:
-    params = {"limit": str(limit)} | ({"state": state} if state is not None else {})
-    return await client.request(
-        "GET", JOBS_LIST.path, response_model=JobList, tenant=tenant, params=params
-    )
+    upstream: MinerDep, state: JobStateQuery = None, limit: JobsLimitQuery = JOBS_LIMIT_DEFAULT
+) -> mining.JobList:
+    return await upstream(miner.JOBS, query={"limit": limit, "state": state})
 
 
-@router.get(GET_JOB.path, response_model=JobView, summary="A job's state, progress and result")
-async def job(job_id: str, client: ClientDep, tenant: TenantDep = "default") -> JobView:
-    return await client.request(
-        "GET", f"/v1/jobs/{quote(job_id, safe='')}", response_model=JobView, tenant=tenant
-    )
+@router.get(
+    GET_JOB.path, response_model=mining.JobView, summary="A job's state, progress and result"
+)
+async def job(job_id: str, upstream: MinerDep) -> mining.JobView:
+    return await upstream(miner.JOB, path={"job_id": job_id})
 
 
-@router.post(CANCEL_JOB.path, response_model=JobView, summary="Cancel a job")
-async def cancel(job_id: str, client: ClientDep, tenant: TenantDep = "default") -> JobView:
-    return await client.request(
-        "POST",
-        f"/v1/jobs/{quote(job_id, safe='')}/cancel",
-        response_model=JobView,
-        tenant=tenant,
-    )
+@router.post(CANCEL_JOB.path, response_model=mining.JobView, summary="Cancel a job")
+async def cancel(job_id: str, upstream: MinerDep) -> mining.JobView:
+    return await upstream(miner.JOB_CANCEL, path={"job_id": job_id}, retry=False)
 
 
 @router.get(
     MINED_NUGGETS.path,
-    response_model=NuggetsView,
+    response_model=mining.NuggetsView,
     summary="The nuggets mined for a question, with provenance (passage ids, query path)",
 )
 async def nuggets(
-    client: ClientDep,
-    question: Annotated[str, Query(min_length=1, max_length=4000)],
-    corpus: Annotated[str | None, Query(pattern=CORPUS_PATTERN)] = None,
-    tenant: TenantDep = "default",
-) -> NuggetsView:
-    params = {"question": question} | ({"corpus": corpus} if corpus else {})
-    return await client.request(
-        "GET", "/v1/nuggets", response_model=NuggetsView, tenant=tenant, params=params
-    )
+    upstream: MinerDep, question: QuestionQuery, corpus: CorpusQuery = None
+) -> mining.NuggetsView:
+    return await upstream(miner.NUGGETS, query={"question": question, "corpus": corpus or None})

@@ -1,74 +1,55 @@
-"""Routes of the rubric-generator's nugget-mining tasks."""
+"""Routes of the rubric-generator's nugget-mining tasks (declared in
+`mining.generator.endpoints`; a model failure is answered by the model server's one `LLMError`
+handler, named after the route: the task's label)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from rubricate.llm.errors import LLMError
-from rubricate.llm.server import as_service_error
-from rubricate.mining.generator.schemas import (
-    NuggetExtractionRequest,
-    NuggetExtractionResponse,
-    NuggetImportanceRequest,
-    NuggetImportanceResponse,
-    NuggetMergeRequest,
-    NuggetMergeResponse,
-    QueryRewritesRequest,
-    QueryRewritesResponse,
+from rubricate.llm.server import task_service
+from rubricate.mining.generator import schemas
+from rubricate.mining.generator.endpoints import (
+    NUGGET_EXTRACTION,
+    NUGGET_IMPORTANCE,
+    NUGGET_MERGE,
+    QUERY_REWRITES,
 )
-from rubricate.mining.generator.service import (
-    EXTRACT_TASK,
-    IMPORTANCE_TASK,
-    MERGE_TASK,
-    REWRITE_TASK,
-    MiningGenerationService,
-)
+from rubricate.mining.generator.service import MiningGenerationService
 
 SERVICE_NAME = "mining"
-"""Name of the service object on `app.state` (registered through `extra_services`)."""
+"""Name of the service object on `app.state` (one of the model server's task services)."""
 
-router = APIRouter(prefix="/v1/tasks", tags=["mining tasks"])
-
-
-def get_service(request: Request) -> MiningGenerationService:
-    service: MiningGenerationService = getattr(request.app.state, SERVICE_NAME)
-    return service
+router = APIRouter(tags=["mining tasks"])
+Service = Annotated[MiningGenerationService, Depends(task_service(SERVICE_NAME))]
 
 
-ServiceDep = Annotated[MiningGenerationService, Depends(get_service)]
+@router.post(QUERY_REWRITES.path, name=QUERY_REWRITES.name, response_model=QUERY_REWRITES.response)
+async def query_rewrites(
+    body: schemas.QueryRewritesRequest, service: Service
+) -> schemas.QueryRewritesResponse:
+    return await service.query_rewrites(body)
 
 
-@router.post("/query-rewrites", response_model=QueryRewritesResponse)
-async def query_rewrites(body: QueryRewritesRequest, service: ServiceDep) -> QueryRewritesResponse:
-    try:
-        return await service.query_rewrites(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=REWRITE_TASK) from exc
-
-
-@router.post("/nugget-extraction", response_model=NuggetExtractionResponse)
+@router.post(
+    NUGGET_EXTRACTION.path, name=NUGGET_EXTRACTION.name, response_model=NUGGET_EXTRACTION.response
+)
 async def nugget_extraction(
-    body: NuggetExtractionRequest, service: ServiceDep
-) -> NuggetExtractionResponse:
-    try:
-        return await service.extract(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=EXTRACT_TASK) from exc
+    body: schemas.NuggetExtractionRequest, service: Service
+) -> schemas.NuggetExtractionResponse:
+    return await service.extract(body)
 
 
-@router.post("/nugget-merge", response_model=NuggetMergeResponse)
-async def nugget_merge(body: NuggetMergeRequest, service: ServiceDep) -> NuggetMergeResponse:
-    try:
-        return await service.merge(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=MERGE_TASK) from exc
+@router.post(NUGGET_MERGE.path, name=NUGGET_MERGE.name, response_model=NUGGET_MERGE.response)
+async def nugget_merge(
+    body: schemas.NuggetMergeRequest, service: Service
+) -> schemas.NuggetMergeResponse:
+    return await service.merge(body)
 
 
-@router.post("/nugget-importance", response_model=NuggetImportanceResponse)
+@router.post(
+    NUGGET_IMPORTANCE.path, name=NUGGET_IMPORTANCE.name, response_model=NUGGET_IMPORTANCE.response
+)
 async def nugget_importance(
-    body: NuggetImportanceRequest, service: ServiceDep
-) -> NuggetImportanceResponse:
-    try:
-        return await service.importance(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=IMPORTANCE_TASK) from exc
+    body: schemas.NuggetImportanceRequest, service: Service
+) -> schemas.NuggetImportanceResponse:
+    return await service.importance(body)

@@ -2,11 +2,10 @@
 
 import logging
 
-from rubricate.common.usage import Usage, usage_out
-from rubricate.llm.base import LLMBackend
-from rubricate.llm.server import TaskSettings
-from rubricate.llm.settings import LLMSettings
-from rubricate.llm.task_runner import run_structured_task
+from rubricate.common.usage import Usage
+from rubricate.llm.base import GenerationParams
+from rubricate.llm.calls import complete_structured
+from rubricate.llm.task_service import TaskService
 from rubricate.mining.generator.schemas import (
     MergedNugget,
     NuggetExtractionRequest,
@@ -32,21 +31,12 @@ PASSAGE_CHARS = 4000
 """Passages are 5–10 sentences; this clip only guards against pathological ones."""
 
 
-class MiningGenerationService:
-    def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
-        self.backend = backend
-        self.tasks = tasks
-        self.llm = llm
-
-    @classmethod
-    def factory(
-        cls, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings
-    ) -> "MiningGenerationService":
-        return cls(backend=backend, tasks=tasks, llm=llm)
+class MiningGenerationService(TaskService):
+    """The generator's mining tasks: one structured call each, schema named after the task."""
 
     async def query_rewrites(self, request: QueryRewritesRequest) -> QueryRewritesResponse:
         usage = Usage()
-        out = await run_structured_task(
+        out = await complete_structured(
             self.backend,
             mining.rewrite_messages(
                 question=request.question,
@@ -56,12 +46,14 @@ class MiningGenerationService:
                 max_chars=PASSAGE_CHARS,
             ),
             output=mining.RewriteOutput,
-            task=REWRITE_TASK,
-            schema_name=REWRITE_TASK,
-            llm=self.llm,
-            max_tokens=120 + 90 * request.max_queries,
-            temperature=self.tasks.generation_temperature,
+            params=GenerationParams(
+                temperature=self.tasks.generation_temperature,
+                max_tokens=120 + 90 * request.max_queries,
+                schema_name=REWRITE_TASK,
+            ),
             usage=usage,
+            task=REWRITE_TASK,
+            **self.retry,
         )
         queries = [
             RewrittenQuery(query=q.query.strip(), operations=list(dict.fromkeys(q.operations)))
@@ -70,14 +62,12 @@ class MiningGenerationService:
         log.info("mining.rewrites proposed=%d", len(queries))
         return QueryRewritesResponse(
             queries=queries,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )
 
     async def extract(self, request: NuggetExtractionRequest) -> NuggetExtractionResponse:
         usage = Usage()
-        out = await run_structured_task(
+        out = await complete_structured(
             self.backend,
             mining.extract_messages(
                 question=request.question,
@@ -86,18 +76,18 @@ class MiningGenerationService:
                 max_chars=PASSAGE_CHARS,
             ),
             output=mining.extract_output(request.max_nuggets),
-            task=EXTRACT_TASK,
-            schema_name=EXTRACT_TASK,
-            llm=self.llm,
-            max_tokens=80 + 80 * request.max_nuggets,
-            temperature=self.tasks.generation_temperature,
+            params=GenerationParams(
+                temperature=self.tasks.generation_temperature,
+                max_tokens=80 + 80 * request.max_nuggets,
+                schema_name=EXTRACT_TASK,
+            ),
             usage=usage,
+            task=EXTRACT_TASK,
+            **self.retry,
         )
         return NuggetExtractionResponse(
             nuggets=out.nuggets[: request.max_nuggets],
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )
 
     async def merge(self, request: NuggetMergeRequest) -> NuggetMergeResponse:
@@ -110,17 +100,19 @@ class MiningGenerationService:
                     raise ValueError(f"groups[{g}].ids: {bad} are not nugget numbers 1..{n}")
 
         usage = Usage()
-        out = await run_structured_task(
+        out = await complete_structured(
             self.backend,
             mining.merge_messages(question=request.question, nuggets=request.nuggets),
             output=mining.MergeOutput,
-            task=MERGE_TASK,
-            schema_name=MERGE_TASK,
-            llm=self.llm,
-            max_tokens=100 + 50 * n,
-            temperature=self.tasks.generation_temperature,
+            params=GenerationParams(
+                temperature=self.tasks.generation_temperature,
+                max_tokens=100 + 50 * n,
+                schema_name=MERGE_TASK,
+            ),
             usage=usage,
+            task=MERGE_TASK,
             validate=validate,
+            **self.retry,
         )
         groups = [
             MergedNugget(text=g.nugget.strip(), ids=sorted({i - 1 for i in g.ids}))
@@ -129,9 +121,7 @@ class MiningGenerationService:
         ]
         return NuggetMergeResponse(
             groups=groups,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )
 
     async def importance(self, request: NuggetImportanceRequest) -> NuggetImportanceResponse:
@@ -142,21 +132,21 @@ class MiningGenerationService:
                 raise ValueError(f"labels: expected exactly {n} labels, got {len(out.labels)}")
 
         usage = Usage()
-        out = await run_structured_task(
+        out = await complete_structured(
             self.backend,
             mining.importance_messages(question=request.question, nuggets=request.nuggets),
             output=mining.ImportanceOutput,
-            task=IMPORTANCE_TASK,
-            schema_name=IMPORTANCE_TASK,
-            llm=self.llm,
-            max_tokens=40 + 8 * n,
-            temperature=self.tasks.scoring_temperature,
+            params=GenerationParams(
+                temperature=self.tasks.scoring_temperature,
+                max_tokens=40 + 8 * n,
+                schema_name=IMPORTANCE_TASK,
+            ),
             usage=usage,
+            task=IMPORTANCE_TASK,
             validate=validate,
+            **self.retry,
         )
         return NuggetImportanceResponse(
             labels=out.labels,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )

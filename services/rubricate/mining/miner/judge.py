@@ -1,8 +1,9 @@
 """Runs mining actions: retrieval against the corpus index, judge tasks over HTTP on the
 rubric-generator (rewrites, extraction, merging, importance) and the verifier (temporal
-check, duplicate queries), through the platform's one upstream client (`ServiceClient`:
-connection errors and 503/504 retried with jittered backoff). Any other failure raises
-`UpstreamError`: a step never turns a failed judgment into a verdict."""
+check, duplicate queries) declared in their `endpoints` modules, through the platform's one
+upstream client (`ServiceClient`: connection errors and 503/504 retried with jittered
+backoff). Any other failure raises `UpstreamError`: a step never turns a failed judgment
+into a verdict."""
 
 import asyncio
 import logging
@@ -14,14 +15,15 @@ from pydantic import BaseModel
 from rubricate.common.upstream import ServiceClient, UpstreamError
 from rubricate.common.usage import Usage
 from rubricate.mining.domain import search as mining
-from rubricate.mining.generator.schemas import (
-    NuggetExtractionResponse,
-    NuggetImportanceResponse,
-    NuggetMergeResponse,
-    QueryRewritesResponse,
+from rubricate.mining.generator.endpoints import (
+    NUGGET_EXTRACTION,
+    NUGGET_IMPORTANCE,
+    NUGGET_MERGE,
+    QUERY_REWRITES,
 )
 from rubricate.mining.miner.index import CorpusIndex
-from rubricate.mining.verifier.schemas import QueryDuplicateResponse, TemporalCheckResponse
+from rubricate.mining.verifier.endpoints import QUERY_DUPLICATE, TEMPORAL_CHECK
+from rubricate_client.endpoints import Endpoint
 
 log = logging.getLogger("rubricate.mining.miner.judge")
 
@@ -85,14 +87,13 @@ class ActionExecutor:
         if isinstance(action, mining.Rewrite):
             rewrites = await self._call(
                 self._generator,
-                "/v1/tasks/query-rewrites",
+                QUERY_REWRITES,
                 {
                     "question": action.question,
                     "query": action.query,
                     "passage": action.passage,
                     "max_queries": action.max_queries,
                 },
-                QueryRewritesResponse,
             )
             return [
                 mining.RewrittenQuery(text=q.query, operations=list(q.operations))
@@ -101,9 +102,8 @@ class ActionExecutor:
         if isinstance(action, mining.DuplicateCheck):
             verdict = await self._call(
                 self._verifier,
-                "/v1/tasks/query-duplicate",
+                QUERY_DUPLICATE,
                 {"query": action.query, "existing": action.existing},
-                QueryDuplicateResponse,
             )
             return verdict.duplicate
         if isinstance(action, mining.Extract):
@@ -113,17 +113,15 @@ class ActionExecutor:
         if isinstance(action, mining.Merge):
             merged = await self._call(
                 self._generator,
-                "/v1/tasks/nugget-merge",
+                NUGGET_MERGE,
                 {"question": action.question, "nuggets": action.nuggets},
-                NuggetMergeResponse,
             )
             return [mining.MergeGroup(text=g.text, ids=g.ids) for g in merged.groups]
         if isinstance(action, mining.Label):
             labels = await self._call(
                 self._generator,
-                "/v1/tasks/nugget-importance",
+                NUGGET_IMPORTANCE,
                 {"question": action.question, "nuggets": action.nuggets},
-                NuggetImportanceResponse,
             )
             return [str(label) for label in labels.labels]
         raise TypeError(f"unknown mining action {type(action).__name__}")
@@ -131,9 +129,8 @@ class ActionExecutor:
     async def _temporal(self, query: str, hit: mining.Hit) -> bool:
         verdict = await self._call(
             self._verifier,
-            "/v1/tasks/temporal-check",
+            TEMPORAL_CHECK,
             {"query": query, "passage": hit.text},
-            TemporalCheckResponse,
         )
         return verdict.satisfied
 
@@ -143,13 +140,12 @@ class ActionExecutor:
         try:
             out = await self._call(
                 self._generator,
-                "/v1/tasks/nugget-extraction",
+                NUGGET_EXTRACTION,
                 {
                     "question": action.question,
                     "passage": passage,
                     "max_nuggets": action.max_nuggets,
                 },
-                NuggetExtractionResponse,
             )
         except UpstreamError as exc:
             if exc.type != "judge_output_invalid":
@@ -158,12 +154,13 @@ class ActionExecutor:
             return None
         return list(out.nuggets)
 
-    async def _call(
-        self,
-        client: ServiceClient,
-        path: str,
-        body: dict[str, Any],
-        model: type[T],
-    ) -> T:
-        """One judge task; its LLM usage (failed attempts' too) is added to `self.usage`."""
-        return await client.request("POST", path, json=body, response_model=model, usage=self.usage)
+    async def _call(self, client: ServiceClient, task: Endpoint[Any, T], body: dict[str, Any]) -> T:
+        """One judge task, its body sent as built (the model server validates it); its LLM
+        usage (failed attempts' too) is added to `self.usage`."""
+        return await client.request(
+            task.method,
+            task.url_path({}),
+            json=body,
+            response_model=task.response,
+            usage=self.usage,
+        )

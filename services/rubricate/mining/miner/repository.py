@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import Engine, select
-from sqlalchemy.orm import defer
+from sqlalchemy.orm import Session, defer
 
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
@@ -102,6 +102,53 @@ def _corpus(row: CorpusRow) -> CorpusSnapshot:
     )
 
 
+def _locked_job(session: Session, job_id: str) -> JobRow | None:
+    """The job's row, locked for this transaction (None: no such job)."""
+    return session.execute(
+        select(JobRow).where(JobRow.id == job_id).with_for_update()
+    ).scalar_one_or_none()
+
+
+def _owned_job(session: Session, job_id: str, worker: str) -> JobRow | None:
+    """The job's row, locked, while it is running and owned by `worker`; else None."""
+    row = _locked_job(session, job_id)
+    if row is None or row.worker != worker or row.state != "running":
+        return None
+    return row
+
+
+def _nugget_rows(
+    job: JobRow, nuggets: list[dict[str, Any]], *, now: datetime
+) -> list[MinedNuggetRow]:
+    """A finished mining job's nuggets as rows, in their order."""
+    return [
+        MinedNuggetRow(
+            job_id=job.id,
+            tenant=job.tenant,
+            question_hash=job.question_hash or "",
+            corpus=job.corpus,
+            position=position,
+            text=nugget["text"],
+            importance=nugget["importance"],
+            provenance=nugget["provenance"],
+            created_at=now,
+        )
+        for position, nugget in enumerate(nuggets)
+    ]
+
+
+def _grow_corpus(corpus: CorpusRow | None, delta: tuple[int, int, int, str], now: datetime) -> None:
+    """An ingestion's (documents added, passages now, dim, embedding model) on its corpus."""
+    if corpus is None:
+        return
+    documents, passages, dim, model = delta
+    corpus.documents += documents
+    corpus.passages = passages
+    corpus.dim = dim
+    corpus.embedding_model = model
+    corpus.updated_at = now
+
+
 class MinerRepository:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -184,9 +231,7 @@ class MinerRepository:
         a worker whose heartbeat is fresh."""
         now = utcnow()
         with unit_of_work(self.engine, write=True) as session:
-            row = session.execute(
-                select(JobRow).where(JobRow.id == job_id).with_for_update()
-            ).scalar_one_or_none()
+            row = _locked_job(session, job_id)
             if row is None or row.state in TERMINAL:
                 return None
             if row.cancel_requested:
@@ -218,10 +263,8 @@ class MinerRepository:
     ) -> StepOutcome:
         now = utcnow()
         with unit_of_work(self.engine, write=True) as session:
-            row = session.execute(
-                select(JobRow).where(JobRow.id == job_id).with_for_update()
-            ).scalar_one_or_none()
-            if row is None or row.worker != worker or row.state != "running":
+            row = _owned_job(session, job_id, worker)
+            if row is None:
                 return "lost"
             row.tree = tree
             row.progress = progress
@@ -233,10 +276,8 @@ class MinerRepository:
     def heartbeat(self, job_id: str, *, worker: str) -> StepOutcome:
         now = utcnow()
         with unit_of_work(self.engine, write=True) as session:
-            row = session.execute(
-                select(JobRow).where(JobRow.id == job_id).with_for_update()
-            ).scalar_one_or_none()
-            if row is None or row.worker != worker or row.state != "running":
+            row = _owned_job(session, job_id, worker)
+            if row is None:
                 return "lost"
             row.heartbeat_at = now
             return "cancel" if row.cancel_requested else "ok"
@@ -259,10 +300,8 @@ class MinerRepository:
         one transaction."""
         now = utcnow()
         with unit_of_work(self.engine, write=True) as session:
-            row = session.execute(
-                select(JobRow).where(JobRow.id == job_id).with_for_update()
-            ).scalar_one_or_none()
-            if row is None or row.worker != worker or row.state != "running":
+            row = _owned_job(session, job_id, worker)
+            if row is None:
                 return False
             row.state = state
             row.finished_at = now
@@ -274,38 +313,16 @@ class MinerRepository:
                 row.tree = tree
             row.result = result
             row.error = error
-            for position, nugget in enumerate(nuggets or []):
-                session.add(
-                    MinedNuggetRow(
-                        job_id=row.id,
-                        tenant=row.tenant,
-                        question_hash=row.question_hash or "",
-                        corpus=row.corpus,
-                        position=position,
-                        text=nugget["text"],
-                        importance=nugget["importance"],
-                        provenance=nugget["provenance"],
-                        created_at=now,
-                    )
-                )
+            session.add_all(_nugget_rows(row, nuggets or [], now=now))
             if corpus_delta is not None:
-                documents, passages, dim, model = corpus_delta
-                corpus = session.get(CorpusRow, (row.tenant, row.corpus))
-                if corpus is not None:
-                    corpus.documents += documents
-                    corpus.passages = passages
-                    corpus.dim = dim
-                    corpus.embedding_model = model
-                    corpus.updated_at = now
+                _grow_corpus(session.get(CorpusRow, (row.tenant, row.corpus)), corpus_delta, now)
             return True
 
     def request_cancel(self, job_id: str) -> JobSnapshot | None:
         """Queued: cancelled now. Running: flagged; the worker stops after its current step."""
         now = utcnow()
         with unit_of_work(self.engine, write=True) as session:
-            row = session.execute(
-                select(JobRow).where(JobRow.id == job_id).with_for_update()
-            ).scalar_one_or_none()
+            row = _locked_job(session, job_id)
             if row is None:
                 return None
             if row.state not in TERMINAL:
@@ -320,9 +337,7 @@ class MinerRepository:
         """A failed job back to queued (its tree is kept, so it resumes where it stopped)."""
         now = utcnow()
         with unit_of_work(self.engine, write=True) as session:
-            row = session.execute(
-                select(JobRow).where(JobRow.id == job_id).with_for_update()
-            ).scalar_one_or_none()
+            row = _locked_job(session, job_id)
             if row is None:
                 return None
             if row.state == "failed":
@@ -335,10 +350,8 @@ class MinerRepository:
         """Give a running job back (process shutdown): queued again, tree kept."""
         now = utcnow()
         with unit_of_work(self.engine, write=True) as session:
-            row = session.execute(
-                select(JobRow).where(JobRow.id == job_id).with_for_update()
-            ).scalar_one_or_none()
-            if row is None or row.worker != worker or row.state != "running":
+            row = _owned_job(session, job_id, worker)
+            if row is None:
                 return False
             row.state, row.worker, row.heartbeat_at, row.updated_at = "queued", None, None, now
             return True

@@ -173,21 +173,12 @@ def mining_progress(state: mining.MiningState, usage: UsageOut) -> dict[str, Any
 
 
 async def _mine(rt: MinerRuntime, job: JobSnapshot) -> Outcome:
+    """Run a mining job from its stored tree, one action at a time (each checkpointed), to
+    its nuggets; a failed judgment or an action result that does not fit fails the job."""
     if job.tree is None:
         raise ValueError(f"mining job {job.id} has no stored tree")
     state = mining.MiningState.model_validate(job.tree)
-    executor = ActionExecutor(
-        index=rt.index,
-        tenant=job.tenant,
-        corpus=job.corpus,
-        generator_url=rt.settings.rubric_generator_url,
-        verifier_url=rt.settings.verifier_url,
-        timeout_s=rt.settings.model_timeout_s,
-        retries=rt.settings.judge_retries,
-        concurrency=rt.settings.judge_concurrency,
-    )
-    previous = UsageOut.model_validate(job.progress.get("usage") or {})
-    executor.usage.merge(previous)
+    executor = _executor(rt, job)
     try:
         while True:
             state, action = mining.next_action(state)
@@ -206,40 +197,16 @@ async def _mine(rt: MinerRuntime, job: JobSnapshot) -> Outcome:
     except (UpstreamError, mining.MiningProtocolError) as exc:
         if rt.stopping.is_set():  # a model server shut down before this job could stop
             return await _finish_interrupted(rt, job, _Stopped())
-        usage = usage_out(executor.usage)
-        await asyncio.to_thread(
-            rt.repo.finish,
-            job.id,
-            worker=rt.worker_id,
-            state="failed",
-            tree=state.model_dump(mode="json"),
-            progress=mining_progress(state, usage),
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        error = f"{type(exc).__name__}: {exc}"
+        await _finish_mining(rt, job, state, executor, state="failed", error=error)
         log.error("miner.job_failed job=%s error=%s", job.id, exc)
         return "failed"
     finally:
         await executor.aclose()
     nuggets = [n.model_dump(mode="json") for n in mining.mined_nuggets(state)]
-    usage = usage_out(executor.usage)
-    progress = mining_progress(state, usage)
-    result = {
-        "nuggets": nuggets,
-        "stop_reason": state.stop_reason,
-        "queries": [q.text for q in state.queries],
-        "passages": [p.passage_id for p in state.passages],
-        "extraction_failures": [p.passage_id for p in state.passages if p.extraction_failed],
-        "usage": usage.model_dump(mode="json"),
-    }
-    await asyncio.to_thread(
-        rt.repo.finish,
-        job.id,
-        worker=rt.worker_id,
-        state="succeeded",
-        tree=state.model_dump(mode="json"),
-        progress=progress,
-        result=result,
-        nuggets=nuggets,
+    result = _mining_result(state, nuggets, usage_out(executor.usage))
+    await _finish_mining(
+        rt, job, state, executor, state="succeeded", result=result, nuggets=nuggets
     )
     log.info(
         "miner.job_succeeded job=%s nuggets=%d passages=%d expanded=%d",
@@ -249,6 +216,55 @@ async def _mine(rt: MinerRuntime, job: JobSnapshot) -> Outcome:
         state.counters.nodes_expanded,
     )
     return "succeeded"
+
+
+def _executor(rt: MinerRuntime, job: JobSnapshot) -> ActionExecutor:
+    """The job's action executor; its usage starts from what earlier runs of the job spent."""
+    executor = ActionExecutor(
+        index=rt.index,
+        tenant=job.tenant,
+        corpus=job.corpus,
+        generator_url=rt.settings.rubric_generator_url,
+        verifier_url=rt.settings.verifier_url,
+        timeout_s=rt.settings.model_timeout_s,
+        retries=rt.settings.judge_retries,
+        concurrency=rt.settings.judge_concurrency,
+    )
+    executor.usage.merge(UsageOut.model_validate(job.progress.get("usage") or {}))
+    return executor
+
+
+def _mining_result(
+    tree: mining.MiningState, nuggets: list[dict[str, Any]], usage: UsageOut
+) -> dict[str, Any]:
+    """A finished mining job's result: its nuggets, why it stopped, what it searched."""
+    return {
+        "nuggets": nuggets,
+        "stop_reason": tree.stop_reason,
+        "queries": [q.text for q in tree.queries],
+        "passages": [p.passage_id for p in tree.passages],
+        "extraction_failures": [p.passage_id for p in tree.passages if p.extraction_failed],
+        "usage": usage.model_dump(mode="json"),
+    }
+
+
+async def _finish_mining(
+    rt: MinerRuntime,
+    job: JobSnapshot,
+    tree: mining.MiningState,
+    executor: ActionExecutor,
+    **outcome: Any,
+) -> None:
+    """Close the job with its final tree and progress, and `outcome` (state, result or
+    error, nuggets: `MinerRepository.finish`)."""
+    await asyncio.to_thread(
+        rt.repo.finish,
+        job.id,
+        worker=rt.worker_id,
+        tree=tree.model_dump(mode="json"),
+        progress=mining_progress(tree, usage_out(executor.usage)),
+        **outcome,
+    )
 
 
 # --- ingestion ----------------------------------------------------------------------------

@@ -32,24 +32,12 @@ log = logging.getLogger("rubricate.miner")
 
 
 def job_view(job: JobSnapshot) -> JobView:
-    return JobView(
-        id=job.id,
-        kind=job.kind,
-        state=job.state,
-        corpus=job.corpus,
-        question=job.question,
-        params=job.params if job.kind == "mine" else _ingest_params(job.params),
-        progress=job.progress,
-        result=job.result,
-        error=job.error,
-        cancel_requested=job.cancel_requested,
-        attempts=job.attempts,
-        steps=job.steps,
-        created_at=job.created_at,
-        updated_at=job.updated_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-    )
+    """The job as its routes show it: an ingestion's params name its source only (the
+    document count or the path), not the documents."""
+    view = JobView.model_validate(job, from_attributes=True)
+    if job.kind == "mine":
+        return view
+    return view.model_copy(update={"params": _ingest_params(job.params)})
 
 
 def _ingest_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -212,18 +200,7 @@ class MinerService:
     async def corpora(self, *, tenant: str) -> CorpusList:
         rows = await asyncio.to_thread(self.repo.list_corpora, tenant)
         return CorpusList(
-            corpora=[
-                CorpusView(
-                    name=c.name,
-                    documents=c.documents,
-                    passages=c.passages,
-                    embedding_model=c.embedding_model,
-                    dim=c.dim,
-                    created_at=c.created_at,
-                    updated_at=c.updated_at,
-                )
-                for c in rows
-            ]
+            corpora=[CorpusView.model_validate(c, from_attributes=True) for c in rows]
         )
 
     async def nuggets(self, *, question: str, corpus: str | None, tenant: str) -> NuggetsView:

@@ -1,10 +1,9 @@
 """Judging tasks of nugget mining: temporal consistency and duplicate queries."""
 
-from rubricate.common.usage import Usage, usage_out
-from rubricate.llm.base import LLMBackend
-from rubricate.llm.server import TaskSettings
-from rubricate.llm.settings import LLMSettings
-from rubricate.llm.task_runner import run_structured_task
+from rubricate.common.usage import Usage
+from rubricate.llm.base import GenerationParams
+from rubricate.llm.calls import complete_structured
+from rubricate.llm.task_service import TaskService
 from rubricate.mining.prompts import pipeline as mining
 from rubricate.mining.verifier.schemas import (
     QueryDuplicateRequest,
@@ -19,40 +18,29 @@ DUPLICATE_TASK = "query_duplicate"
 PASSAGE_CHARS = 4000
 
 
-class MiningJudgeService:
-    def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
-        self.backend = backend
-        self.tasks = tasks
-        self.llm = llm
-
-    @classmethod
-    def factory(
-        cls, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings
-    ) -> "MiningJudgeService":
-        return cls(backend=backend, tasks=tasks, llm=llm)
+class MiningJudgeService(TaskService):
+    """The verifier's mining judgments: one structured call each, schema named after the task."""
 
     async def temporal_check(self, request: TemporalCheckRequest) -> TemporalCheckResponse:
         usage = Usage()
-        out = await run_structured_task(
+        out = await complete_structured(
             self.backend,
             mining.temporal_messages(
                 query=request.query, passage=request.passage, max_chars=PASSAGE_CHARS
             ),
             output=mining.TemporalOutput,
-            task=TEMPORAL_TASK,
-            schema_name=TEMPORAL_TASK,
-            llm=self.llm,
-            max_tokens=48,
-            temperature=self.tasks.scoring_temperature,
+            params=GenerationParams(
+                temperature=self.tasks.scoring_temperature,
+                max_tokens=48,
+                schema_name=TEMPORAL_TASK,
+            ),
             usage=usage,
+            task=TEMPORAL_TASK,
+            **self.retry,
         )
         satisfied = True if out.constraint == "none" else out.satisfied
         return TemporalCheckResponse(
-            constraint=out.constraint,
-            satisfied=satisfied,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            constraint=out.constraint, satisfied=satisfied, **self.served(usage)
         )
 
     async def query_duplicate(self, request: QueryDuplicateRequest) -> QueryDuplicateResponse:
@@ -63,22 +51,22 @@ class MiningJudgeService:
                 raise ValueError(f"similar_to: {out.similar_to} is not a query number 1..{n}")
 
         usage = Usage()
-        out = await run_structured_task(
+        out = await complete_structured(
             self.backend,
             mining.duplicate_messages(query=request.query, existing=request.existing),
             output=mining.DuplicateOutput,
-            task=DUPLICATE_TASK,
-            schema_name=DUPLICATE_TASK,
-            llm=self.llm,
-            max_tokens=40,
-            temperature=self.tasks.scoring_temperature,
+            params=GenerationParams(
+                temperature=self.tasks.scoring_temperature,
+                max_tokens=40,
+                schema_name=DUPLICATE_TASK,
+            ),
             usage=usage,
+            task=DUPLICATE_TASK,
             validate=validate,
+            **self.retry,
         )
         return QueryDuplicateResponse(
             duplicate=out.duplicate,
             similar_to=None if out.similar_to is None else out.similar_to - 1,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )

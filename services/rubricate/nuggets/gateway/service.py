@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field
@@ -43,6 +44,7 @@ from rubricate.nuggets.domain.rewards import (
     weights_of,
     whole_block,
 )
+from rubricate.nuggets.verifier.endpoints import NUGGET_LABELS
 from rubricate.nuggets.verifier.schemas import NuggetLabelsRequest, NuggetLabelsResponse
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.audit import AddressingReport
@@ -154,120 +156,91 @@ class NuggetService:
     async def verify(
         self, request: NuggetVerifyRequest, *, usage: Usage, tenant: str | None = None
     ) -> NuggetVerifyResponse:
-        """Raises DomainError (bad input) or UpstreamError (the verifier failed); the LLM
-        work spent is added to `usage` either way. With a tenant, a response that flags
-        blocks addressing the judge is handed to the audit (one answer: one item)."""
+        """1. validate; 2. split the answer into blocks; 3. label every (block, nugget) pair
+        (`_label`); 4. max-pool and weigh the labels; 5. with a tenant, hand a response that
+        flags blocks addressing the judge to the audit (one answer: one item).
+
+        Raises DomainError (bad input) or UpstreamError (the verifier failed); the LLM work
+        spent is added to `usage` either way."""
         started = time.perf_counter()
         validate_request(request, self.settings)
-        n = len(request.nuggets)
-        batch_size = request.batch_size or self.settings.batch_size
-        used_batch_size: int | None = None
         if request.mode == "short":
             blocks = whole_block(request.answer)
         else:
             blocks = split_blocks(request.answer, max_blocks=self.settings.max_blocks)
+        labelled = await self._label(request, blocks, usage=usage)
+        response = _response(request, blocks, labelled, usage=usage, started=started)
+        log.info(
+            "nuggets.verified mode=%s nuggets=%d blocks=%d withheld=%d decided_by=%s reward=%.3f",
+            request.mode,
+            len(request.nuggets),
+            len(blocks),
+            sum(1 for found in labelled.addressing if found),
+            labelled.decided,
+            response.reward,
+        )
+        if response.judge_addressing:
+            report = AddressingReport(
+                kind="nugget", items=1, flagged=1, markers=_block_markers(response)
+            )
+            _hand_over(self.audit, tenant, report)
+        return response
 
-        decided: DecidedBy = "model"
-        labels_by_block: list[list[Label]] = []
-        soft: list[SoftPooled | None] | None = None
-        judge: JudgeInfo | None = None
-        addressing: list[list[str]] = [[] for _ in blocks]
+    async def _label(
+        self, request: NuggetVerifyRequest, blocks: Sequence[Block], *, usage: Usage
+    ) -> "_Labelled":
+        """The labels per block and what decided them: no block (an empty answer), the
+        normalized exact match (short mode), else the verifier's labels (`_model_labels`)."""
         if not blocks:
-            decided = "empty_answer"
-        elif (
+            return _Labelled(decided="empty_answer", addressing=[])
+        if (
             request.mode == "short"
             and request.exact_match
             and exact_match(request.answer, request.nuggets[0].text)
         ):
-            decided = "exact_match"
-            labels_by_block = [["support"]]
-        else:
-            out = await self._labels(request, blocks, batch_size=batch_size, usage=usage)
-            labels_by_block = [list(b.labels) for b in out.blocks]
-            if out.judge_addressing:
-                addressing = [list(found) for found in out.judge_addressing]
-            if request.mode == "long" and self.settings.lexical_prior != "off":
-                labels_by_block = self._with_prior(request, blocks, labels_by_block)
-            if self.rule is not None:
-                labels_by_block = ground_labels(
-                    labels_by_block,
-                    [b.text for b in blocks],
-                    [nugget.text for nugget in request.nuggets],
-                    mode=request.mode,
-                    rule=self.rule,
-                )
-            if request.label_probabilities:
-                distributions = [
-                    [
-                        None if dist is None else capped(dist, label)
-                        for dist, label in zip(
-                            b.probabilities or [None] * n, labels_by_block[i], strict=True
-                        )
-                    ]
-                    for i, b in enumerate(out.blocks)
-                ]
-                soft = soft_max_pool(distributions, n_nuggets=n)
-            judge = JudgeInfo(
+            return _Labelled(
+                decided="exact_match", labels=[["support"]], addressing=[[] for _ in blocks]
+            )
+        return await self._model_labels(request, blocks, usage=usage)
+
+    async def _model_labels(
+        self, request: NuggetVerifyRequest, blocks: Sequence[Block], *, usage: Usage
+    ) -> "_Labelled":
+        """One verifier task call for every (block, nugget) pair; then the lexical prior
+        (long mode, when on) and the grounding check correct its labels, and the label
+        distributions (when asked) are capped by them."""
+        batch_size = request.batch_size or self.settings.batch_size
+        out = await self._labels(request, blocks, batch_size=batch_size, usage=usage)
+        labels = [list(b.labels) for b in out.blocks]
+        if request.mode == "long" and self.settings.lexical_prior != "off":
+            labels = self._with_prior(request, blocks, labels)
+        if self.rule is not None:
+            labels = ground_labels(
+                labels,
+                [b.text for b in blocks],
+                [nugget.text for nugget in request.nuggets],
+                mode=request.mode,
+                rule=self.rule,
+            )
+        return _Labelled(
+            decided="model",
+            labels=labels,
+            addressing=[list(found) for found in out.judge_addressing]
+            if out.judge_addressing
+            else [[] for _ in blocks],
+            soft=_soft_pooled(out, labels, n=len(request.nuggets))
+            if request.label_probabilities
+            else None,
+            judge=JudgeInfo(
                 model=out.model,
                 backend=out.backend,
                 repairs=out.repairs,
                 lexical_prior=None if request.mode == "short" else self.settings.lexical_prior,
                 design=out.design,
                 calibration=out.calibration,
-            )
-            used_batch_size = out.batch_size
-
-        pooled = max_pool(labels_by_block, n_nuggets=n)
-        weights = weights_of([nugget.importance for nugget in request.nuggets])
-        results = [
-            _result(j, request, p, weights[j], decided, None if soft is None else soft[j])
-            for j, p in enumerate(pooled)
-        ]
-        soft_reward = None
-        if request.label_probabilities:
-            soft_reward = _soft_reward(results, weights)
-        response = NuggetVerifyResponse(
-            reward=reward([r.value for r in results], weights),
-            soft_reward=soft_reward,
-            mode=request.mode,
-            batch_size=used_batch_size,
-            nuggets=results,
-            blocks=[
-                BlockOut(
-                    index=b.index,
-                    start=b.start,
-                    end=b.end,
-                    labels=labels,
-                    judge_addressing=addressing[b.index],
-                )
-                for b, labels in zip(blocks, labels_by_block, strict=False)
-            ],
-            judge_addressing=any(addressing),
-            judge=judge,
-            usage=usage_out(usage),
-            total_s=time.perf_counter() - started,
+            ),
+            batch_size=out.batch_size,
         )
-        log.info(
-            "nuggets.verified mode=%s nuggets=%d blocks=%d withheld=%d decided_by=%s reward=%.3f",
-            request.mode,
-            n,
-            len(blocks),
-            sum(1 for found in addressing if found),
-            decided,
-            response.reward,
-        )
-        if response.judge_addressing:
-            _hand_over(
-                self.audit,
-                tenant,
-                AddressingReport(
-                    kind="nugget",
-                    items=1,
-                    flagged=1,
-                    markers=_block_markers(response),
-                ),
-            )
-        return response
 
     def _with_prior(
         self,
@@ -378,12 +351,7 @@ class NuggetService:
                 out = await self.labeller(body)
             else:
                 assert self.verifier is not None
-                out = await self.verifier.request(
-                    "POST",
-                    "/v1/tasks/nugget-labels",
-                    json=body.model_dump(mode="json"),
-                    response_model=NuggetLabelsResponse,
-                )
+                out = await self.verifier.call(NUGGET_LABELS, body)
         except UpstreamError as exc:
             if exc.usage is not None:
                 usage.merge(exc.usage)
@@ -402,6 +370,76 @@ class NuggetService:
                 usage=out.usage,
             )
         return out
+
+
+@dataclass
+class _Labelled:
+    """An answer's labels per block and what decided them; with the model, what each block
+    holds that addresses the judge, the label distributions pooled, the judge and the batch
+    size it used."""
+
+    decided: DecidedBy
+    addressing: list[list[str]]
+    labels: list[list[Label]] = field(default_factory=list)
+    soft: list[SoftPooled | None] | None = None
+    judge: JudgeInfo | None = None
+    batch_size: int | None = None
+
+
+def _soft_pooled(
+    out: NuggetLabelsResponse, labels: Sequence[Sequence[Label]], *, n: int
+) -> list[SoftPooled | None]:
+    """Each nugget's label distribution, max-pooled over the blocks, every block's capped by
+    its final label (`capped`)."""
+    distributions = [
+        [
+            None if dist is None else capped(dist, label)
+            for dist, label in zip(b.probabilities or [None] * n, labels[i], strict=True)
+        ]
+        for i, b in enumerate(out.blocks)
+    ]
+    return soft_max_pool(distributions, n_nuggets=n)
+
+
+def _response(
+    request: NuggetVerifyRequest,
+    blocks: Sequence[Block],
+    labelled: _Labelled,
+    *,
+    usage: Usage,
+    started: float,
+) -> NuggetVerifyResponse:
+    """The answer's reward: each nugget's label max-pooled over the blocks, weighted by
+    importance (and the soft reward from the distributions, when asked)."""
+    n = len(request.nuggets)
+    pooled = max_pool(labelled.labels, n_nuggets=n)
+    weights = weights_of([nugget.importance for nugget in request.nuggets])
+    soft = labelled.soft
+    results = [
+        _result(j, request, p, weights[j], labelled.decided, None if soft is None else soft[j])
+        for j, p in enumerate(pooled)
+    ]
+    return NuggetVerifyResponse(
+        reward=reward([r.value for r in results], weights),
+        soft_reward=_soft_reward(results, weights) if request.label_probabilities else None,
+        mode=request.mode,
+        batch_size=labelled.batch_size,
+        nuggets=results,
+        blocks=[
+            BlockOut(
+                index=b.index,
+                start=b.start,
+                end=b.end,
+                labels=labels,
+                judge_addressing=labelled.addressing[b.index],
+            )
+            for b, labels in zip(blocks, labelled.labels, strict=False)
+        ],
+        judge_addressing=any(labelled.addressing),
+        judge=labelled.judge,
+        usage=usage_out(usage),
+        total_s=time.perf_counter() - started,
+    )
 
 
 def _result(

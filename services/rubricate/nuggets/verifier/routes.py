@@ -1,31 +1,23 @@
-"""The verifier's nugget-label task route."""
+"""The verifier's nugget-label task route (a model failure is answered by the model server's
+one `LLMError` handler, named after the route: `nugget_verification`)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from rubricate.llm.errors import LLMError
-from rubricate.llm.server import as_service_error
+from rubricate.llm.server import task_service
+from rubricate.nuggets.verifier.endpoints import NUGGET_LABELS
 from rubricate.nuggets.verifier.schemas import NuggetLabelsRequest, NuggetLabelsResponse
-from rubricate.nuggets.verifier.service import TASK, NuggetLabelService
+from rubricate.nuggets.verifier.service import NuggetLabelService
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(tags=["tasks"])
 
 SERVICE_NAME = "nugget_labels"
 """The attribute of `app.state` holding the `NuggetLabelService`."""
 
-
-def get_service(request: Request) -> NuggetLabelService:
-    service: NuggetLabelService = getattr(request.app.state, SERVICE_NAME)
-    return service
+ServiceDep = Annotated[NuggetLabelService, Depends(task_service(SERVICE_NAME))]
 
 
-ServiceDep = Annotated[NuggetLabelService, Depends(get_service)]
-
-
-@router.post("/nugget-labels", response_model=NuggetLabelsResponse)
+@router.post(NUGGET_LABELS.path, name=NUGGET_LABELS.name, response_model=NuggetLabelsResponse)
 async def nugget_labels(body: NuggetLabelsRequest, service: ServiceDep) -> NuggetLabelsResponse:
-    try:
-        return await service.label(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=TASK) from exc
+    return await service.label(body)

@@ -36,24 +36,28 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Unpack
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rubricate.common.metrics import JUDGE_LATENCY, LLM_RETRIES, LLM_TOKENS, PARSE_FAILURES
-from rubricate.common.usage import Usage, usage_out
-from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
-from rubricate.llm.choice_call import scored_choices
-from rubricate.llm.errors import OutputParseError
+from rubricate.common.usage import Usage
+from rubricate.llm.base import Completion, GenerationParams, Message
+from rubricate.llm.calls import (
+    Rejected,
+    complete,
+    gather_or_cancel,
+    judge_metrics,
+    repaired,
+    scored_choices,
+)
 from rubricate.llm.prompt_text import addressing_by_part
 from rubricate.llm.request_gate import RequestGate
-from rubricate.llm.retry import ensure_time_left, retried
-from rubricate.llm.server import TaskSettings
-from rubricate.llm.settings import LLMSettings
+from rubricate.llm.retry import ensure_time_left
+from rubricate.llm.task_service import TaskService, TaskServiceArgs
 from rubricate.nuggets.domain.calibration import LabelCalibration
 from rubricate.nuggets.domain.lexical import overlap
 from rubricate.nuggets.domain.rewards import DEFAULT_BATCH_SIZE, EMBEDDED_BATCH_SIZE, labels_for
@@ -162,26 +166,26 @@ class _Call:
     repaired: bool
 
 
-class NuggetLabelService:
+class NuggetLabelService(TaskService):
+    """The verifier's nugget labels task (its settings: `NuggetTaskSettings`)."""
+
     def __init__(
         self,
         *,
-        backend: LLMBackend,
-        llm: LLMSettings,
         settings: NuggetTaskSettings | None = None,
         withhold: bool = True,
+        **common: Unpack[TaskServiceArgs],
     ) -> None:
         """`withhold=False` shows the judge blocks that address it (still flagged): only
         for measuring what the model and the grounding check do on their own
         (`rubricate eval injection --defence`); the served verifier always withholds."""
-        self.backend = backend
+        super().__init__(**common)
         self.withhold = withhold
-        self.llm = llm
         self.settings = settings or NuggetTaskSettings()
-        self.gate = RequestGate(llm, backend.name)
+        self.gate = RequestGate(self.llm, self.backend.name)
         self.design: Design = self._design()
         self.calibration = (
-            load_calibration(self.settings.calibration, model=backend.model)
+            load_calibration(self.settings.calibration, model=self.backend.model)
             if self.design == "choices"
             else None
         )
@@ -206,12 +210,6 @@ class NuggetLabelService:
         if s.design == "auto":  # as the stagewise scorer (docs/llm.md)
             return "choices" if can and self.backend.name == "embedded" else "generate"
         return s.design
-
-    @classmethod
-    def factory(
-        cls, backend: LLMBackend, _tasks: TaskSettings, llm: LLMSettings
-    ) -> "NuggetLabelService":
-        return cls(backend=backend, llm=llm)
 
     def default_batch_size(self) -> int:
         """Nuggets per call in the generate design (choices is always one per pass)."""
@@ -240,19 +238,9 @@ class NuggetLabelService:
                 return await self._judge(request, b, batch, usage)
 
         started = time.perf_counter()
-        tasks = [asyncio.ensure_future(run(b, batch)) for b, _, batch in jobs]
-        try:
-            results = await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-        finally:
-            elapsed = time.perf_counter() - started
-            JUDGE_LATENCY.labels(TASK, request.mode, self.backend.name).observe(elapsed)
-            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
-            LLM_TOKENS.labels(TASK, self.backend.name, "completion").inc(usage.completion_tokens)
+        with judge_metrics(TASK, request.mode, self.backend.name, usage):
+            results = await gather_or_cancel(run(b, batch) for b, _, batch in jobs)
+        elapsed = time.perf_counter() - started
 
         blocks: list[BlockLabels] = []
         withheld: dict[Label, float] = dict.fromkeys(labels_for(request.mode), 0.0)
@@ -285,12 +273,10 @@ class NuggetLabelService:
             blocks=blocks,
             repairs=sum(1 for call in results if call.repaired),
             formats=[call.parsed.format for call in results],
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
             design=self.design,
             calibration=self._calibration_for(request.mode),
             judge_addressing=addressing,
+            **self.served(usage),
         )
 
     def _calibration_for(self, mode: NuggetMode) -> str | None:
@@ -341,8 +327,8 @@ class NuggetLabelService:
             reply_prefix=REPLY_PREFIX,
             choices=allowed,
             task=TASK,
-            llm=self.llm,
             usage=usage,
+            **self.retry,
         )
         top = max(scores.logprobs.values())
         weights = {lab: math.exp(scores.logprobs[lab] - top) for lab in allowed}
@@ -360,61 +346,39 @@ class NuggetLabelService:
     async def _judge(
         self, request: NuggetLabelsRequest, b: int, batch: Sequence[str], usage: Usage
     ) -> _Call:
+        """The generate design: the model writes the labels; one repair call quotes the
+        problem with a reply that has none, or the wrong number."""
         s = self.settings
         allowed = labels_for(request.mode)
-        messages = self._messages(request, b, batch)
         params = self._params(n=len(batch), mode=request.mode, logprobs=request.label_probabilities)
-        first = await self._call(messages, params, usage)
-        try:
-            return self._accept(first, n=len(batch), allowed=allowed, repaired=False)
-        except LabelParseError as exc:
-            reason = str(exc)
-        LLM_RETRIES.labels(TASK, "repair").inc()
-        log.warning("llm.repair task=%s backend=%s reason=%s", TASK, self.backend.name, reason)
-        repair = [
-            *messages,
-            Message("assistant", first.text),
-            nugget_labels.repair_message(
+
+        async def call(messages: Sequence[Message]) -> Completion:
+            ensure_time_left(TASK)
+            return await complete(
+                self.backend, messages, params, task=TASK, usage=usage, **self.retry
+            )
+
+        def accept(completion: Completion, repair: bool) -> _Call:
+            try:
+                parsed = parse_labels(completion.text, expected=len(batch), allowed=allowed)
+            except LabelParseError as exc:
+                raise Rejected(str(exc)) from exc
+            probabilities = None
+            if completion.logprobs is not None:
+                probabilities = label_distributions(
+                    completion.text, parsed.spans, completion.logprobs, allowed=allowed
+                )
+            return _Call(parsed=parsed, probabilities=probabilities, repaired=repair)
+
+        return await repaired(
+            call,
+            self._messages(request, b, batch),
+            accept=accept,
+            repair=lambda reason: nugget_labels.repair_message(
                 reason=reason, fmt=s.output_format, n=len(batch), mode=request.mode
             ),
-        ]
-        second = await self._call(repair, params, usage)
-        try:
-            return self._accept(second, n=len(batch), allowed=allowed, repaired=True)
-        except LabelParseError as exc:
-            PARSE_FAILURES.labels(TASK).inc()
-            raise OutputParseError(
-                f"{TASK}: block {b + 1}: invalid labels after a repair retry: {exc}",
-                raw=second.text,
-                usage=replace(usage),
-            ) from None
-
-    @staticmethod
-    def _accept(
-        completion: Completion, *, n: int, allowed: Sequence[Label], repaired: bool
-    ) -> _Call:
-        parsed = parse_labels(completion.text, expected=n, allowed=allowed)
-        probabilities = None
-        if completion.logprobs is not None:
-            probabilities = label_distributions(
-                completion.text, parsed.spans, completion.logprobs, allowed=allowed
-            )
-        return _Call(parsed=parsed, probabilities=probabilities, repaired=repaired)
-
-    async def _call(
-        self, messages: Sequence[Message], params: GenerationParams, usage: Usage
-    ) -> Completion:
-        ensure_time_left(TASK)
-        completion = await retried(
-            lambda: self.backend.complete(messages, params),
             task=TASK,
             backend=self.backend.name,
-            llm=self.llm,
             usage=usage,
+            failure=f"{TASK}: block {b + 1}: invalid labels",
         )
-        usage.record(
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s,
-        )
-        return completion

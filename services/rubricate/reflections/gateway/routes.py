@@ -1,17 +1,22 @@
 """The gateway's reflection-reward and rubric-bank routes, and the stored-scoring reads:
-parse, call the service (or forward to the store), respond."""
+parse, call the service, respond. The bank, snapshot and scoring reads and writes are pure
+proxy routes: each forwards to its store route (`reflections.store.endpoints`,
+`stagewise.store.endpoints`) for the caller's tenant in one line (`common.forward`); the
+snapshot export and import stream their bodies (`bank_proxy`)."""
 
 from typing import Annotated
-from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from rubricate.common.auth import request_actor
-from rubricate.common.tenancy import TENANT_HEADER, TenantDep
+from rubricate.common.forward import Forwarder
+from rubricate.common.tenancy import TenantDep
 from rubricate.reflections.gateway.bank_proxy import BankProxy
 from rubricate.reflections.gateway.service import ReflectionService
+from rubricate.reflections.store import endpoints as bank_store
 from rubricate.reflections.store.schemas import BankCurationIn
+from rubricate.stagewise.store import endpoints as scoring_store
 from rubricate_client.constants import MAX_STEP
 from rubricate_client.endpoints import (
     BANK_ITEM,
@@ -68,6 +73,14 @@ def get_proxy(request: Request) -> BankProxy:
 
 ServiceDep = Annotated[ReflectionService, Depends(get_service)]
 ProxyDep = Annotated[BankProxy, Depends(get_proxy)]
+
+
+def store_forwarder(service: ServiceDep, tenant: TenantDep) -> Forwarder:
+    """The store's routes, called for the caller's tenant (the pure proxy routes' upstream)."""
+    return Forwarder(service.store, tenant)
+
+
+StoreDep = Annotated[Forwarder, Depends(store_forwarder)]
 QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 
 
@@ -98,17 +111,8 @@ async def retrieve(
     response_model=RetrievedItem,
     summary="The bank's item for a question hash (sha256 of the normalized question)",
 )
-async def get_item(
-    question_hash: QuestionHashPath,
-    service: ServiceDep,
-    tenant: TenantDep = "default",
-) -> RetrievedItem:
-    return await service.store.request(
-            "GET",
-            f"/v1/bank/items/{question_hash}",
-            response_model=RetrievedItem,
-            headers={TENANT_HEADER: tenant},
-        )
+async def get_item(question_hash: QuestionHashPath, store: StoreDep) -> RetrievedItem:
+    return await store(bank_store.BANK_ITEM, path={"question_hash": question_hash})
 
 
 @router.get(
@@ -117,8 +121,7 @@ async def get_item(
     summary="The tenant's bank items with their review state, the most recently updated first",
 )
 async def list_items(
-    service: ServiceDep,
-    tenant: TenantDep = "default",
+    store: StoreDep,
     status: Annotated[BankStatus | None, Query()] = None,
     search: Annotated[
         str | None, Query(max_length=1000, description="a part of the question, any case")
@@ -126,18 +129,8 @@ async def list_items(
     offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> BankItemList:
-    params = {"offset": str(offset), "limit": str(limit)}
-    if status is not None:
-        params["status"] = status
-    if search:
-        params["search"] = search
-    return await service.store.request(
-            "GET",
-            "/v1/bank/items",
-            params=params,
-            response_model=BankItemList,
-            headers={TENANT_HEADER: tenant},
-        )
+    query = {"offset": offset, "limit": limit, "status": status, "search": search or None}
+    return await store(bank_store.BANK_ITEMS, query=query)
 
 
 @router.post(
@@ -149,18 +142,14 @@ async def curate_item(
     question_hash: QuestionHashPath,
     body: BankItemCurationRequest,
     request: Request,
-    service: ServiceDep,
-    tenant: TenantDep = "default",
+    store: StoreDep,
 ) -> BankItemCurationResult:
-    internal = BankCurationIn(**body.model_dump(), author=request_actor(request))
-    return await service.store.request(
-            "POST",
-            f"/v1/bank/items/{question_hash}/curate",
-            json=internal.model_dump(mode="json"),
-            response_model=BankItemCurationResult,
-            headers={TENANT_HEADER: tenant},
-            retry=False,  # not twice: a second approval is a second version
-        )
+    return await store(
+        bank_store.BANK_ITEM_CURATE,
+        path={"question_hash": question_hash},
+        body=BankCurationIn(**body.model_dump(), author=request_actor(request)),
+        retry=False,  # not twice: a second approval is a second version
+    )
 
 
 @router.get(
@@ -168,15 +157,8 @@ async def curate_item(
     response_model=BankItemHistory,
     summary="Every version of a bank item (who did what, when), oldest first",
 )
-async def item_history(
-    question_hash: QuestionHashPath, service: ServiceDep, tenant: TenantDep = "default"
-) -> BankItemHistory:
-    return await service.store.request(
-            "GET",
-            f"/v1/bank/items/{question_hash}/history",
-            response_model=BankItemHistory,
-            headers={TENANT_HEADER: tenant},
-        )
+async def item_history(question_hash: QuestionHashPath, store: StoreDep) -> BankItemHistory:
+    return await store(bank_store.BANK_ITEM_HISTORY, path={"question_hash": question_hash})
 
 
 @router.get(
@@ -185,18 +167,11 @@ async def item_history(
     summary="A question's latest stored scorings: every rollout's judgments and justifications",
 )
 async def list_scorings(
-    service: ServiceDep,
+    store: StoreDep,
     question_id: Annotated[str, Query(min_length=1, max_length=QUESTION_ID_LEN)],
-    tenant: TenantDep = "default",
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> ScoringList:
-    return await service.store.request(
-            "GET",
-            "/v1/scorings",
-            params={"question_id": question_id, "limit": str(limit)},
-            response_model=ScoringList,
-            headers={TENANT_HEADER: tenant},
-        )
+    return await store(scoring_store.SCORINGS, query={"question_id": question_id, "limit": limit})
 
 
 @router.get(
@@ -205,23 +180,14 @@ async def list_scorings(
     summary="One stored scoring (unknown or expired: 404)",
 )
 async def get_scoring(
-    scoring_id: Annotated[str, Path(min_length=1, max_length=SCORING_ID_LEN)],
-    service: ServiceDep,
-    tenant: TenantDep = "default",
+    scoring_id: Annotated[str, Path(min_length=1, max_length=SCORING_ID_LEN)], store: StoreDep
 ) -> StoredScoring:
-    return await service.store.request(
-            "GET",
-            f"/v1/scorings/{quote(scoring_id, safe='')}",
-            response_model=StoredScoring,
-            headers={TENANT_HEADER: tenant},
-        )
+    return await store(scoring_store.SCORING, path={"scoring_id": scoring_id})
 
 
 @router.get(BANK_STATS.path, response_model=BankStats, summary="Bank size and indexed items")
-async def stats(service: ServiceDep, tenant: TenantDep = "default") -> BankStats:
-    return await service.store.request(
-            "GET", "/v1/bank/stats", response_model=BankStats, headers={TENANT_HEADER: tenant}
-        )
+async def stats(store: StoreDep) -> BankStats:
+    return await store(bank_store.BANK_STATS)
 
 
 @router.post(
@@ -230,26 +196,13 @@ async def stats(service: ServiceDep, tenant: TenantDep = "default") -> BankStats
     status_code=201,
     summary="Snapshot the bank and the judge rubric buffers as of a training step",
 )
-async def snapshot(
-    body: SnapshotRequest, service: ServiceDep, tenant: TenantDep = "default"
-) -> SnapshotInfo:
-    return await service.store.request(
-            "POST",
-            "/v1/bank/snapshots",
-            json=body.model_dump(mode="json"),
-            response_model=SnapshotInfo,
-            headers={TENANT_HEADER: tenant},
-        )
+async def snapshot(body: SnapshotRequest, store: StoreDep) -> SnapshotInfo:
+    return await store(bank_store.SNAPSHOT_CREATE, body=body)
 
 
 @router.get(BANK_SNAPSHOTS.path, response_model=SnapshotList, summary="The tenant's snapshots")
-async def list_snapshots(service: ServiceDep, tenant: TenantDep = "default") -> SnapshotList:
-    return await service.store.request(
-            "GET",
-            "/v1/bank/snapshots",
-            response_model=SnapshotList,
-            headers={TENANT_HEADER: tenant},
-        )
+async def list_snapshots(store: StoreDep) -> SnapshotList:
+    return await store(bank_store.SNAPSHOTS)
 
 
 @router.post(
@@ -257,16 +210,8 @@ async def list_snapshots(service: ServiceDep, tenant: TenantDep = "default") -> 
     response_model=RestoreResponse,
     summary="Bring back the bank and the judge rubric buffers of a snapshot",
 )
-async def restore(
-    body: RestoreRequest, service: ServiceDep, tenant: TenantDep = "default"
-) -> RestoreResponse:
-    return await service.store.request(
-            "POST",
-            "/v1/bank/restore",
-            json=body.model_dump(mode="json"),
-            response_model=RestoreResponse,
-            headers={TENANT_HEADER: tenant},
-        )
+async def restore(body: RestoreRequest, store: StoreDep) -> RestoreResponse:
+    return await store(bank_store.SNAPSHOT_RESTORE, body=body)
 
 
 @router.get(
@@ -277,12 +222,7 @@ async def restore(
 async def export(
     step: Annotated[int, Path(ge=0, le=MAX_STEP)], proxy: ProxyDep, tenant: TenantDep = "default"
 ) -> StreamingResponse:
-    chunks = await proxy.export(tenant=tenant, step=step)
-    return StreamingResponse(
-        chunks,
-        media_type="application/x-ndjson",
-        headers={"Content-Disposition": f'attachment; filename="bank-step-{step}.jsonl"'},
-    )
+    return await proxy.export(tenant=tenant, step=step)
 
 
 @router.post(
@@ -297,8 +237,4 @@ async def import_snapshot(
     tenant: TenantDep = "default",
     replace: Annotated[bool, Query()] = False,
 ) -> Response:
-    body = await request.body()
-    answer = await proxy.import_(tenant=tenant, body=body, replace=replace)
-    return Response(
-        content=answer.content, status_code=answer.status_code, media_type="application/json"
-    )
+    return await proxy.import_(tenant=tenant, body=await request.body(), replace=replace)

@@ -8,14 +8,19 @@ candidate could not be judged. A malformed candidate gets u = 0 with its reason;
 candidate the judge failed on gets no reward and is flagged, never a silent 0. What the
 verifier found addressing the judge (GitHub issue 25) is copied per candidate
 (`judge_addressing`) and a flagged request is handed to the audit (kind `reflection`).
+The steps run in one `request_context`: every upstream call (store and verifier, declared in
+`reflections.verifier.endpoints`, `reflections.store.endpoints`,
+`stagewise.store.endpoints`) carries the tenant and adds its wait to the request's clock;
+the judge's LLM usage is added to its usage, the request's `usage` and `timing.upstream_s`
+are read from it at the end.
 """
 
 import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import quote
 
 from prometheus_client import Counter
 from pydantic import Field
@@ -23,8 +28,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
+from rubricate.common.request_context import request_context
 from rubricate.common.tenancy import TENANT_HEADER
-from rubricate.common.request_context import WaitClock
 from rubricate.common.upstream import ServiceClient, UpstreamError
 from rubricate.common.usage import Usage, usage_out
 from rubricate.core.normalize import question_hash
@@ -40,13 +45,11 @@ from rubricate.reflections.domain.reflection import (
     utility,
 )
 from rubricate.reflections.prompts.judging import Evidence
-from rubricate.reflections.store.schemas import (
-    BankItemIn,
-    OfferResponse,
-    RetrieveRequest,
-    RetrieveResponse,
-)
+from rubricate.reflections.store.endpoints import BANK_OFFER, BANK_RETRIEVE
+from rubricate.reflections.store.schemas import BankItemIn, RetrieveRequest
+from rubricate.reflections.verifier.endpoints import REFLECTION_JUDGING
 from rubricate.reflections.verifier.schemas import ReflectionScoresRequest, ReflectionScoresResponse
+from rubricate.stagewise.store.endpoints import SCORING
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.audit import AddressingReport
 from rubricate_client.schemas.reflections import (
@@ -60,12 +63,9 @@ from rubricate_client.schemas.reflections import (
     StagewiseEvidence,
     UseScoresOut,
 )
-from rubricate_client.schemas.rubrics import Stage
+from rubricate_client.schemas.rubrics import Judgment, RubricView, Stage
 from rubricate_client.schemas.scorings import StoredScoring
-from rubricate_client.schemas.stagewise import (
-    RubricOut,
-    Timing,
-)
+from rubricate_client.schemas.stagewise import RubricOut, Timing
 
 log = logging.getLogger("rubricate.gateway")
 
@@ -83,8 +83,6 @@ BANK_WRITES = Counter(
     "Best reflections offered to the bank, by result (written | kept | skipped | failed).",
     ["result"],
 )
-
-JUDGE_PATH = "/v1/tasks/reflection-scores"
 
 
 class ReflectionSettings(BaseSettings):
@@ -130,93 +128,57 @@ class ReflectionService:
         self.settings = settings
         self.reflection = reflection
 
-    # --- /v1/reflections/score ------------------------------------------------------------
+    # --- the reflection reward (REFLECTIONS_SCORE) ----------------------------------------
 
     async def score(
         self, request: ReflectionScoreRequest, *, tenant: str
     ) -> ReflectionScoreResponse:
+        """The steps of the module docstring, in order, in one request context."""
         started = time.perf_counter()
-        headers = {TENANT_HEADER: tenant}
-        clock = WaitClock()
-        usage = Usage()
-        if len(request.trajectory) > self.settings.max_trajectory_chars:
-            raise DomainError(
-                f"trajectory longer than {self.settings.max_trajectory_chars} characters",
-                field="trajectory",
-            )
-        stage_scores, evidence = await self._evidence(request, headers=headers, clock=clock)
-        checks = [check_format(text) for text in request.candidates]
-        judged = await self._judge_all(request, checks, stage_scores, evidence, clock, usage)
-
-        outcomes: list[CandidateOutcome] = []
-        results: list[CandidateResult] = []
-        for i, (check, j) in enumerate(zip(checks, judged, strict=True)):
-            outcome, result = _candidate(i, check, j)
-            outcomes.append(outcome)
-            results.append(result)
-        for outcome in outcomes:
-            REFLECTION_CANDIDATES.labels(outcome.status).inc()
-        n_valid = sum(1 for c in checks if c.valid)
-        n_failed = sum(1 for o in outcomes if o.status == "judge_failed")
-        if n_valid and n_failed == n_valid:
-            first = next(j.error for j in judged if j.error)
-            raise ServiceError(
-                502,
-                f"no reflection candidate could be judged: {first}",
-                type="judge_unavailable",
-                usage=usage_out(usage),
-            )
-
-        flags = [[] if j.result is None else list(j.result.judge_addressing) for j in judged]
-        for result, found in zip(results, flags, strict=True):
-            result.judge_addressing = found
-        _hand_over(
-            self.audit,
-            tenant,
-            AddressingReport(
-                kind="reflection",
-                items=len(results),
-                flagged=sum(any(m.startswith("candidate:") for m in found) for found in flags),
-                markers=[
-                    f"candidate {i}: {m.partition(': ')[2]}" if m.startswith("candidate:") else m
-                    for i, found in enumerate(flags)
-                    for m in found
-                ],
-                step=request.step,
-            ),
-        )
-        qhash = question_hash(request.question)
-        bank = await self._write_bank(request, checks, outcomes, results, qhash, headers, clock)
+        self._check_size(request)
+        with request_context(headers={TENANT_HEADER: tenant}) as ctx:
+            stage_scores, evidence = await self._evidence(request)
+            checks = [check_format(text) for text in request.candidates]
+            judged = await self._judge_all(request, checks, stage_scores, evidence, ctx.usage)
+            rated = _rate(checks, judged, usage=ctx.usage)
+            _hand_over(self.audit, tenant, rated.addressing_report(step=request.step))
+            qhash = question_hash(request.question)
+            bank = await self._write_bank(request, rated, qhash)
         total = time.perf_counter() - started
-        upstream = clock.total()
-        best = best_candidate(outcomes)
+        upstream = ctx.clock.total()
         log.info(
             "reflection.scored question_hash=%s candidates=%d valid=%d failed=%d best=%s "
             "written=%s seconds=%.2f",
             qhash[:12],
-            len(results),
-            n_valid,
-            n_failed,
-            best,
+            len(rated.results),
+            rated.n_valid,
+            rated.n_failed,
+            rated.best,
             bank.written,
             total,
         )
         return ReflectionScoreResponse(
             question_hash=qhash,
-            candidates=results,
-            best_index=best,
+            candidates=rated.results,
+            best_index=rated.best,
             bank=bank,
             weights=dict(DIMENSION_WEIGHTS),
-            usage=usage_out(usage),
+            usage=usage_out(ctx.usage),
             timing=Timing(
                 total_s=total, upstream_s=upstream, overhead_s=max(0.0, total - upstream)
             ),
-            judge_addressing=any(flags),
+            judge_addressing=any(rated.addressing),
         )
 
+    def _check_size(self, request: ReflectionScoreRequest) -> None:
+        limit = self.settings.max_trajectory_chars
+        if len(request.trajectory) > limit:
+            raise DomainError(f"trajectory longer than {limit} characters", field="trajectory")
+
     async def _evidence(
-        self, request: ReflectionScoreRequest, *, headers: dict[str, str], clock: WaitClock
+        self, request: ReflectionScoreRequest
     ) -> tuple[dict[Stage, float] | None, list[Evidence]]:
+        """Step 1: the judged stage scores and the per-rubric evidence, inline or stored."""
         if (request.judgments is None) == (request.scoring_id is None):
             raise DomainError(
                 "give the trajectory's stagewise judgments either inline (`judgments`) or by "
@@ -228,24 +190,20 @@ class ReflectionService:
                 raise DomainError("rollout_id goes with scoring_id", field="rollout_id")
             return _judged_stages(request.judgments.scores), inline_evidence(request.judgments)
         assert request.scoring_id is not None
+        return stored_evidence(await self._stored_scoring(request.scoring_id), request)
+
+    async def _stored_scoring(self, scoring_id: str) -> StoredScoring:
         try:
-            scoring = await self.store.request(
-                "GET",
-                f"/v1/scorings/{quote(request.scoring_id, safe='')}",
-                response_model=StoredScoring,
-                headers=headers,
-                clock=clock,
-            )
+            return await self.store.call(SCORING, path={"scoring_id": scoring_id})
         except UpstreamError as exc:
-            if exc.status == 404:
-                raise ServiceError(
-                    404,
-                    f"no stagewise scoring {request.scoring_id!r} (unknown or expired)",
-                    type="not_found",
-                    field="scoring_id",
-                ) from exc
-            raise
-        return stored_evidence(scoring, request)
+            if exc.status != 404:
+                raise
+            raise ServiceError(
+                404,
+                f"no stagewise scoring {scoring_id!r} (unknown or expired)",
+                type="not_found",
+                field="scoring_id",
+            ) from exc
 
     async def _judge_all(
         self,
@@ -253,15 +211,15 @@ class ReflectionService:
         checks: Sequence[FormatCheck],
         stage_scores: dict[Stage, float] | None,
         evidence: list[Evidence],
-        clock: WaitClock,
         usage: Usage,
     ) -> list[_Judged]:
+        """Step 3: the verifier's judgment of every valid candidate, `judge_concurrency` at
+        once; the judge's LLM usage (a failed call's too) is added to `usage`."""
         gate = asyncio.Semaphore(self.reflection.judge_concurrency)
 
         async def one(text: str, check: FormatCheck) -> _Judged:
-            judged = _Judged()
             if not check.valid:
-                return judged
+                return _Judged()
             body = ReflectionScoresRequest(
                 question=request.question,
                 trajectory=request.trajectory,
@@ -270,31 +228,7 @@ class ReflectionService:
                 candidate=text,
             )
             async with gate:
-                for attempt in range(1, self.reflection.judge_attempts + 1):
-                    try:
-                        judged.result = await self.verifier.request(
-                            "POST",
-                            JUDGE_PATH,
-                            json=body.model_dump(mode="json"),
-                            response_model=ReflectionScoresResponse,
-                            clock=clock,
-                        )
-                        usage.merge(judged.result.usage)
-                        judged.error = None
-                        return judged
-                    except UpstreamError as exc:
-                        if exc.usage is not None:
-                            usage.merge(exc.usage)
-                        judged.error = f"{exc.type}: {exc.message}"
-                        log.warning(
-                            "reflection.judge_failed attempt=%d/%d error=%s",
-                            attempt,
-                            self.reflection.judge_attempts,
-                            judged.error,
-                        )
-                        if _not_retryable(exc):
-                            break
-            return judged
+                return await self._judge(body, usage)
 
         return list(
             await asyncio.gather(
@@ -302,52 +236,46 @@ class ReflectionService:
             )
         )
 
+    async def _judge(self, body: ReflectionScoresRequest, usage: Usage) -> _Judged:
+        """Up to `judge_attempts` verifier calls; a refusal (4xx but 429) is not retried."""
+        judged = _Judged()
+        attempts = self.reflection.judge_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                judged.result = await self.verifier.task(
+                    REFLECTION_JUDGING.path,
+                    body,
+                    response_model=REFLECTION_JUDGING.response,
+                    usage=usage,
+                )
+                judged.error = None
+                return judged
+            except UpstreamError as exc:
+                judged.error = f"{exc.type}: {exc.message}"
+                log.warning(
+                    "reflection.judge_failed attempt=%d/%d error=%s",
+                    attempt,
+                    attempts,
+                    judged.error,
+                )
+                if _not_retryable(exc):
+                    break
+        return judged
+
     async def _write_bank(
-        self,
-        request: ReflectionScoreRequest,
-        checks: Sequence[FormatCheck],
-        outcomes: Sequence[CandidateOutcome],
-        results: list[CandidateResult],
-        qhash: str,
-        headers: dict[str, str],
-        clock: WaitClock,
+        self, request: ReflectionScoreRequest, rated: "_Rated", qhash: str
     ) -> BankWrite:
-        decision = bank_decision(outcomes, accept_threshold=self.reflection.accept_threshold)
+        """Step 5: the best valid candidate offered to the bank, when the request asks for
+        it and the bank's rule lets it in; a failed write is reported, never raised."""
+        decision = bank_decision(rated.outcomes, accept_threshold=self.reflection.accept_threshold)
         if not request.write_to_bank:
             return BankWrite(written=False, reason="write_to_bank is false", question_hash=qhash)
         if not decision.write or decision.index is None:
             BANK_WRITES.labels("skipped").inc()
             return BankWrite(written=False, reason=decision.reason, question_hash=qhash)
         best = decision.index
-        parsed = checks[best].parsed
-        assert parsed is not None and outcomes[best].u is not None
-        judge = results[best]
-        item = BankItemIn(
-            question=request.question,
-            rubrics=parsed.rubrics,
-            takeaways=parsed.takeaways,
-            reflection=request.candidates[best],
-            score=min(1.0, max(0.0, outcomes[best].u or 0.0)),
-            step=request.step,
-            provenance={
-                "source": "reflections/score",
-                "candidate_index": best,
-                "candidates": len(request.candidates),
-                "scoring_id": request.scoring_id,
-                "rollout_id": request.rollout_id,
-                "u_within": judge.u_within,
-                "u_cross": judge.u_cross,
-            },
-        )
         try:
-            offered = await self.store.request(
-                "POST",
-                "/v1/bank/items",
-                json=item.model_dump(mode="json"),
-                response_model=OfferResponse,
-                headers=headers,
-                clock=clock,
-            )
+            offered = await self.store.call(BANK_OFFER, _bank_item(request, rated, best))
         except UpstreamError as exc:
             BANK_WRITES.labels("failed").inc()
             log.warning("reflection.bank_write_failed question_hash=%s error=%s", qhash[:12], exc)
@@ -355,7 +283,7 @@ class ReflectionService:
                 written=False, reason=f"bank write failed: {exc.message}", question_hash=qhash
             )
         BANK_WRITES.labels("written" if offered.written else "kept").inc()
-        results[best].written = offered.written
+        rated.results[best].written = offered.written
         return BankWrite(
             written=offered.written,
             reason=offered.reason,
@@ -363,16 +291,12 @@ class ReflectionService:
             version=offered.item.version,
         )
 
-    # --- /v1/bank/retrieve ----------------------------------------------------------------
+    # --- bank retrieval (BANK_RETRIEVE) -----------------------------------------------------
 
     async def retrieve(self, request: BankRetrieveRequest, *, tenant: str) -> BankRetrieveResponse:
-        found = await self.store.request(
-            "POST",
-            "/v1/bank/retrieve",
-            json=RetrieveRequest(
-                question=request.question, mode=request.mode, k=request.k
-            ).model_dump(mode="json"),
-            response_model=RetrieveResponse,
+        found = await self.store.call(
+            BANK_RETRIEVE,
+            RetrieveRequest(question=request.question, mode=request.mode, k=request.k),
             headers={TENANT_HEADER: tenant},
         )
         entries = [
@@ -387,6 +311,92 @@ class ReflectionService:
             block=block,
             prompt=inject(block, request.question),
         )
+
+
+@dataclass
+class _Rated:
+    """Step 4: every candidate's format check, judgment, outcome (u) and result."""
+
+    checks: list[FormatCheck]
+    judged: list[_Judged]
+    outcomes: list[CandidateOutcome]
+    results: list[CandidateResult]
+
+    @property
+    def n_valid(self) -> int:
+        return sum(1 for c in self.checks if c.valid)
+
+    @property
+    def n_failed(self) -> int:
+        return sum(1 for o in self.outcomes if o.status == "judge_failed")
+
+    @property
+    def best(self) -> int | None:
+        return best_candidate(self.outcomes)
+
+    @property
+    def addressing(self) -> list[list[str]]:
+        """What the verifier found addressing the judge, per candidate."""
+        return [r.judge_addressing for r in self.results]
+
+    def addressing_report(self, *, step: int | None) -> AddressingReport:
+        """The request's report for the audit (kind `reflection`)."""
+        flags = self.addressing
+        return AddressingReport(
+            kind="reflection",
+            items=len(self.results),
+            flagged=sum(any(m.startswith("candidate:") for m in found) for found in flags),
+            markers=[
+                f"candidate {i}: {m.partition(': ')[2]}" if m.startswith("candidate:") else m
+                for i, found in enumerate(flags)
+                for m in found
+            ],
+            step=step,
+        )
+
+
+def _rate(checks: list[FormatCheck], judged: list[_Judged], *, usage: Usage) -> _Rated:
+    """Every candidate's outcome and result, counted by status; a request none of whose
+    valid candidates could be judged fails (502 `judge_unavailable`, with its usage)."""
+    pairs = [_candidate(i, c, j) for i, (c, j) in enumerate(zip(checks, judged, strict=True))]
+    rated = _Rated(checks, judged, [o for o, _ in pairs], [r for _, r in pairs])
+    for outcome in rated.outcomes:
+        REFLECTION_CANDIDATES.labels(outcome.status).inc()
+    if rated.n_valid and rated.n_failed == rated.n_valid:
+        first = next(j.error for j in judged if j.error)
+        raise ServiceError(
+            502,
+            f"no reflection candidate could be judged: {first}",
+            type="judge_unavailable",
+            usage=usage_out(usage),
+        )
+    for result, j in zip(rated.results, judged, strict=True):
+        result.judge_addressing = [] if j.result is None else list(j.result.judge_addressing)
+    return rated
+
+
+def _bank_item(request: ReflectionScoreRequest, rated: _Rated, best: int) -> BankItemIn:
+    """The bank item of the best candidate, with where it came from."""
+    parsed = rated.checks[best].parsed
+    assert parsed is not None and rated.outcomes[best].u is not None
+    judge = rated.results[best]
+    return BankItemIn(
+        question=request.question,
+        rubrics=parsed.rubrics,
+        takeaways=parsed.takeaways,
+        reflection=request.candidates[best],
+        score=min(1.0, max(0.0, rated.outcomes[best].u or 0.0)),
+        step=request.step,
+        provenance={
+            "source": "reflections/score",
+            "candidate_index": best,
+            "candidates": len(request.candidates),
+            "scoring_id": request.scoring_id,
+            "rollout_id": request.rollout_id,
+            "u_within": judge.u_within,
+            "u_cross": judge.u_cross,
+        },
+    )
 
 
 def _not_retryable(exc: UpstreamError) -> bool:
@@ -448,17 +458,21 @@ def inline_evidence(given: StagewiseEvidence) -> list[Evidence]:
                 f"rubric {j.rubric_id!r} is not in `judgments.rubrics`",
                 field=f"judgments.judgments[{i}].rubric_id",
             )
-        out.append(
-            Evidence(
-                stage=j.stage,
-                title=rubric.title if rubric else j.rubric_id,
-                description=rubric.description if rubric else "",
-                polarity=rubric.polarity if rubric else "positive",
-                score=j.score,
-                justification=j.justification,
-            )
-        )
+        out.append(_evidence_item(j, rubric))
     return out
+
+
+def _evidence_item(judgment: Judgment, rubric: RubricView | None) -> Evidence:
+    """One judgment as the judge sees it: a judgment whose rubric is not known has its
+    rubric id as title, no description, positive polarity."""
+    return Evidence(
+        stage=judgment.stage,
+        title=rubric.title if rubric else judgment.rubric_id,
+        description=rubric.description if rubric else "",
+        polarity=rubric.polarity if rubric else "positive",
+        score=judgment.score,
+        justification=judgment.justification,
+    )
 
 
 def stored_evidence(
@@ -489,19 +503,7 @@ def stored_evidence(
             field="rollout_id",
         )
     by_id = {r.id: r for r in scoring.rubrics}
-    evidence = []
-    for j in rollout.judgments:
-        rubric = by_id.get(j.rubric_id)
-        evidence.append(
-            Evidence(
-                stage=j.stage,
-                title=rubric.title if rubric else j.rubric_id,
-                description=rubric.description if rubric else "",
-                polarity=rubric.polarity if rubric else "positive",
-                score=j.score,
-                justification=j.justification,
-            )
-        )
+    evidence = [_evidence_item(j, by_id.get(j.rubric_id)) for j in rollout.judgments]
     return _judged_stages(rollout.scores), evidence
 
 
@@ -513,10 +515,8 @@ def _judged_stages(scores: Mapping[Stage, float | None] | None) -> dict[Stage, f
     return {stage: value for stage, value in scores.items() if value is not None}
 
 
-def _hand_over(
-    audit: AddressingReporter | None, tenant: str | None, report: AddressingReport
-) -> None:
+def _hand_over(audit: AddressingReporter | None, tenant: str, report: AddressingReport) -> None:
     """Hand a request in which something addressed the judge to the audit, when there is an
-    audit and a tenant (the reporter returns at once and never raises)."""
-    if audit is not None and tenant is not None and (report.markers or report.flagged):
+    audit (the reporter returns at once and never raises)."""
+    if audit is not None and (report.markers or report.flagged):
         audit(tenant, report)

@@ -1,8 +1,10 @@
-"""The store's bank and snapshot routes as typed endpoint values, declared once: the store's
-route decorators take their paths from here and the gateway calls them with
-`ServiceClient.call(ENDPOINT, body, path={...})` (segments escaped by `Endpoint.url_path`).
-The snapshot export is JSON Lines (`JsonLines`): read as a stream, not validated."""
+"""The store's bank and snapshot routes as internal route values, declared once
+(`common.endpoints`): the store's routes take their paths from here and the gateway calls them
+with `ServiceClient.call(ENDPOINT, body, path={...})` (segments escaped by
+`Endpoint.url_path`). The snapshot export is JSON Lines (`JsonLines`): read as a stream, not
+validated; the import sends it raw."""
 
+from rubricate.common.endpoints import get, post
 from rubricate.reflections.store.schemas import (
     BankCurationIn,
     BankItemIn,
@@ -11,7 +13,7 @@ from rubricate.reflections.store.schemas import (
     RetrieveRequest,
     RetrieveResponse,
 )
-from rubricate_client.endpoints import Endpoint, JsonLines, NoBody
+from rubricate_client.endpoints import JsonLines, NoBody
 from rubricate_client.schemas.bank import (
     BankItemCurationResult,
     BankItemHistory,
@@ -25,108 +27,26 @@ from rubricate_client.schemas.bank import (
     SnapshotRequest,
 )
 
-BANK_OFFER = Endpoint(
-    name="store_bank_offer",
-    method="POST",
-    path="/v1/bank/items",
-    request=BankItemIn,
-    response=OfferResponse,
-    rpc=None,
+_ITEM = "/v1/bank/items/{question_hash}"
+
+BANK_OFFER = post("store_bank_offer", "/v1/bank/items", BankItemIn, OfferResponse)
+BANK_ITEMS = get(
+    "store_bank_items", "/v1/bank/items", BankItemList, "status", "search", "offset", "limit"
 )
-BANK_ITEMS = Endpoint(
-    name="store_bank_items",
-    method="GET",
-    path="/v1/bank/items",
-    request=NoBody,
-    response=BankItemList,
-    rpc=None,
-    query_params=("status", "search", "offset", "limit"),
+BANK_ITEM = get("store_bank_item", _ITEM, RetrievedItem)
+BANK_ITEM_CURATE = post(
+    "store_bank_item_curate", f"{_ITEM}/curate", BankCurationIn, BankItemCurationResult
 )
-BANK_ITEM = Endpoint(
-    name="store_bank_item",
-    method="GET",
-    path="/v1/bank/items/{question_hash}",
-    request=NoBody,
-    response=RetrievedItem,
-    rpc=None,
+BANK_ITEM_HISTORY = get("store_bank_item_history", f"{_ITEM}/history", BankItemHistory)
+BANK_RETRIEVE = post("store_bank_retrieve", "/v1/bank/retrieve", RetrieveRequest, RetrieveResponse)
+BANK_STATS = get("store_bank_stats", "/v1/bank/stats", BankStats)
+BANK_REINDEX = post("store_bank_reindex", "/v1/bank/reindex", NoBody, ReindexResponse)
+SNAPSHOT_CREATE = post("store_snapshot_create", "/v1/bank/snapshots", SnapshotRequest, SnapshotInfo)
+SNAPSHOTS = get("store_snapshots", "/v1/bank/snapshots", SnapshotList)
+SNAPSHOT_RESTORE = post(
+    "store_snapshot_restore", "/v1/bank/restore", RestoreRequest, RestoreResponse
 )
-BANK_ITEM_CURATE = Endpoint(
-    name="store_bank_item_curate",
-    method="POST",
-    path="/v1/bank/items/{question_hash}/curate",
-    request=BankCurationIn,
-    response=BankItemCurationResult,
-    rpc=None,
-)
-BANK_ITEM_HISTORY = Endpoint(
-    name="store_bank_item_history",
-    method="GET",
-    path="/v1/bank/items/{question_hash}/history",
-    request=NoBody,
-    response=BankItemHistory,
-    rpc=None,
-)
-BANK_RETRIEVE = Endpoint(
-    name="store_bank_retrieve",
-    method="POST",
-    path="/v1/bank/retrieve",
-    request=RetrieveRequest,
-    response=RetrieveResponse,
-    rpc=None,
-)
-BANK_STATS = Endpoint(
-    name="store_bank_stats",
-    method="GET",
-    path="/v1/bank/stats",
-    request=NoBody,
-    response=BankStats,
-    rpc=None,
-)
-BANK_REINDEX = Endpoint(
-    name="store_bank_reindex",
-    method="POST",
-    path="/v1/bank/reindex",
-    request=NoBody,
-    response=ReindexResponse,
-    rpc=None,
-)
-SNAPSHOT_CREATE = Endpoint(
-    name="store_snapshot_create",
-    method="POST",
-    path="/v1/bank/snapshots",
-    request=SnapshotRequest,
-    response=SnapshotInfo,
-    rpc=None,
-)
-SNAPSHOTS = Endpoint(
-    name="store_snapshots",
-    method="GET",
-    path="/v1/bank/snapshots",
-    request=NoBody,
-    response=SnapshotList,
-    rpc=None,
-)
-SNAPSHOT_RESTORE = Endpoint(
-    name="store_snapshot_restore",
-    method="POST",
-    path="/v1/bank/restore",
-    request=RestoreRequest,
-    response=RestoreResponse,
-    rpc=None,
-)
-SNAPSHOT_EXPORT = Endpoint(
-    name="store_snapshot_export",
-    method="GET",
-    path="/v1/bank/snapshots/{step}/export",
-    request=NoBody,
-    response=JsonLines,
-    rpc=None,
-)
-SNAPSHOT_IMPORT = Endpoint(
-    name="store_snapshot_import",
-    method="POST",
-    path="/v1/bank/snapshots/import",
-    request=JsonLines,
-    response=SnapshotInfo,
-    rpc=None,
+SNAPSHOT_EXPORT = get("store_snapshot_export", "/v1/bank/snapshots/{step}/export", JsonLines)
+SNAPSHOT_IMPORT = post(
+    "store_snapshot_import", "/v1/bank/snapshots/import", JsonLines, SnapshotInfo
 )

@@ -34,7 +34,7 @@ class BankSettings(BaseSettings):
     """Bank settings (env prefix RUBRICATE_).
 
     Env: RUBRICATE_QDRANT_URL, RUBRICATE_QDRANT_API_KEY, RUBRICATE_BANK_COLLECTION,
-    RUBRICATE_SCORING_RETENTION_S, RUBRICATE_BANK_REQUIRE_APPROVAL.
+    RUBRICATE_BANK_REQUIRE_APPROVAL. (RUBRICATE_SCORING_RETENTION_S: `StoreSettings`.)
     """
 
     model_config = SettingsConfigDict(env_prefix="RUBRICATE_", extra="ignore")
@@ -43,8 +43,6 @@ class BankSettings(BaseSettings):
     """A Qdrant server (`http://qdrant:6333`); None: Qdrant's local mode, in memory."""
     qdrant_api_key: str | None = None
     bank_collection: str = Field(default="rubricate_bank", pattern=r"^[A-Za-z0-9_\-]+$")
-    scoring_retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
-    """How long stored stagewise scorings stay referable by id."""
     bank_require_approval: bool = False
     """Retrieve only items a person approved (otherwise pending ones too; a retired item is
     never retrieved)."""

@@ -1,6 +1,6 @@
-"""Tables of the agent rubric bank (RubricEM §3.4), its snapshots, and the stored
-stagewise scorings that `/v1/reflections/score` may reference by id. Migrations: 0002, 0006
-(review status, item versions, the listing's indexes)."""
+"""Tables of the agent rubric bank (RubricEM §3.4) and its snapshots. Migrations: 0002, 0006
+(review status, item versions, the listing's indexes). (The stored stagewise scorings that
+`/v1/reflections/score` may reference by id are `stagewise.store.models.StagewiseScoringRow`.)"""
 
 from datetime import datetime
 from typing import Any, Literal
@@ -21,7 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from rubricate.db.base import Base, utcnow
-from rubricate.db.limits import QUESTION_ID_LEN, SCORING_ID_LEN, TENANT_LEN
+from rubricate.db.limits import QUESTION_ID_LEN, TENANT_LEN
 from rubricate_client.schemas.curation import BankStatus
 
 QUESTION_HASH_LEN = 64
@@ -98,24 +98,6 @@ class BankItemVersionRow(Base):
     reflection: Mapped[str] = mapped_column(Text)
     score: Mapped[float] = mapped_column(Float)
     step: Mapped[int | None] = mapped_column(BigInteger)
-
-
-class StagewiseScoringRow(Base):
-    """What a `/v1/stagewise/score` call judged, kept for reference by `scoring_id`."""
-
-    __tablename__ = "stagewise_scorings"
-    __table_args__ = (
-        Index("ix_stagewise_scorings_created_at", "created_at"),
-        Index("ix_stagewise_scorings_question", "tenant", "question_id", "created_at"),
-    )
-
-    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
-    scoring_id: Mapped[str] = mapped_column(String(SCORING_ID_LEN), primary_key=True)
-    question_id: Mapped[str] = mapped_column(String(QUESTION_ID_LEN))
-    question: Mapped[str] = mapped_column(Text)
-    step: Mapped[int | None] = mapped_column(BigInteger)
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class BankSnapshotRow(Base):

@@ -1,5 +1,4 @@
-"""The bank in the database: items (one per tenant and question), their versions, and stored
-stagewise scorings.
+"""The bank in the database: items (one per tenant and question) and their versions.
 
 Synchronous; each method is one transaction. An offer inserts the question's item (a no-op
 when one exists) or else locks the item's row and applies the newer-wins rule
@@ -10,14 +9,13 @@ appends the item as it then is to `bank_item_versions`, under the item's next ve
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 
-from sqlalchemy import Engine, delete, func, select, update
+from sqlalchemy import Engine, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from rubricate.db.base import as_utc, utcnow
@@ -31,30 +29,22 @@ from rubricate.reflections.domain.bank import (
 from rubricate.reflections.store.models import (
     BankItemRow,
     BankItemVersionRow,
-    StagewiseScoringRow,
     VersionAction,
 )
 from rubricate.reflections.store.schemas import BankCurationIn, BankItemIn
-from rubricate.stagewise.store.schemas import ScoringIn
 from rubricate_client.schemas.bank import (
-    BankItem,
     BankItemHistory,
     BankItemList,
     BankItemVersion,
     BankItemView,
 )
 from rubricate_client.schemas.curation import BankStatus, CurationEvent
-from rubricate_client.schemas.scorings import StoredScoring
 
 log = logging.getLogger("rubricate.reflections.store.repository")
 
 OfferResult = Literal["accepted", "replaced", "kept", "retired"]
 """`kept`: the stored item is from a newer step; `retired`: a person retired the question's
 item, which takes no reflections any more."""
-
-
-class ScoringExistsError(ValueError):
-    pass
 
 
 class BankItemNotFoundError(LookupError):
@@ -90,29 +80,29 @@ class Curated:
     item: BankItemView
 
 
-def to_item(row: BankItemRow) -> BankItem:
-    return BankItem(
-        question_hash=row.question_hash,
-        question=row.question,
-        rubrics=row.rubrics,
-        takeaways=row.takeaways,
-        reflection=row.reflection,
-        score=row.score,
-        step=row.step,
-        provenance=row.provenance,
-        created_at=as_utc(row.created_at),
-        updated_at=as_utc(row.updated_at),
-        version=row.version,
-    )
+def columns(row: object, names: Iterable[str]) -> dict[str, Any]:
+    """The named attributes of a row, as a schema of the same field names reads them: naive
+    datetimes (SQLite's) as UTC (`as_utc`)."""
+    values = {name: getattr(row, name) for name in names}
+    return {k: as_utc(v) if isinstance(v, datetime) else v for k, v in values.items()}
 
 
 def to_view(row: BankItemRow) -> BankItemView:
-    return BankItemView(
-        **to_item(row).model_dump(),
-        status=row.status,
-        reviewed_by=row.reviewed_by,
-        reviewed_at=None if row.reviewed_at is None else as_utc(row.reviewed_at),
-    )
+    return BankItemView(**columns(row, BankItemView.model_fields))
+
+
+_VERSIONED = (
+    "tenant",
+    "question_hash",
+    "version",
+    "status",
+    "rubrics",
+    "takeaways",
+    "reflection",
+    "score",
+    "step",
+)
+"""What an item's history keeps of each version."""
 
 
 def record_version(
@@ -127,19 +117,11 @@ def record_version(
     """Append `row` as it is now to its history, under its current version."""
     session.add(
         BankItemVersionRow(
-            tenant=row.tenant,
-            question_hash=row.question_hash,
-            version=row.version,
+            **columns(row, _VERSIONED),
             action=action,
             author=author,
             reason=reason,
             at=at,
-            status=row.status,
-            rubrics=row.rubrics,
-            takeaways=row.takeaways,
-            reflection=row.reflection,
-            score=row.score,
-            step=row.step,
         )
     )
 
@@ -162,32 +144,7 @@ def last_versions(
 
 
 def _version_view(row: BankItemVersionRow) -> BankItemVersion:
-    return BankItemVersion(
-        version=row.version,
-        action=row.action,
-        author=row.author,
-        reason=row.reason,
-        at=as_utc(row.at),
-        status=row.status,
-        rubrics=row.rubrics,
-        takeaways=row.takeaways,
-        reflection=row.reflection,
-        score=row.score,
-        step=row.step,
-    )
-
-
-def _scoring(row: StagewiseScoringRow) -> StoredScoring:
-    return StoredScoring.model_validate(
-        {
-            **row.payload,
-            "scoring_id": row.scoring_id,
-            "question_id": row.question_id,
-            "question": row.question,
-            "step": row.step,
-            "created_at": as_utc(row.created_at),
-        }
-    )
+    return BankItemVersion(**columns(row, BankItemVersion.model_fields))
 
 
 class BankStore:
@@ -454,54 +411,3 @@ class BankStore:
         with unit_of_work(self.engine, write=False) as session:
             stmt = select(func.count()).select_from(BankItemRow).where(BankItemRow.tenant == tenant)
             return int(session.scalar(stmt) or 0)
-
-    # --- stored stagewise scorings --------------------------------------------------------
-
-    def put_scoring(self, tenant: str, scoring: ScoringIn, *, retention_s: float) -> StoredScoring:
-        """Keep a stagewise scoring for reference by id; scorings older than the retention
-        are deleted on the way. Raises ScoringExistsError for a duplicate id."""
-        now = utcnow()
-        payload = scoring.model_dump(mode="json", include={"rubrics", "rollouts"})
-        try:
-            with unit_of_work(self.engine, write=True) as session:
-                session.execute(
-                    delete(StagewiseScoringRow).where(
-                        StagewiseScoringRow.created_at < now - timedelta(seconds=retention_s)
-                    )
-                )
-                session.add(
-                    StagewiseScoringRow(
-                        tenant=tenant,
-                        scoring_id=scoring.scoring_id,
-                        question_id=scoring.question_id,
-                        question=scoring.question,
-                        step=scoring.step,
-                        payload=payload,
-                        created_at=now,
-                    )
-                )
-                session.flush()
-        except IntegrityError as exc:
-            raise ScoringExistsError(scoring.scoring_id) from exc
-        return StoredScoring(**scoring.model_dump(), created_at=now)
-
-    def get_scoring(self, tenant: str, scoring_id: str) -> StoredScoring | None:
-        with unit_of_work(self.engine, write=False) as session:
-            row = session.get(StagewiseScoringRow, (tenant, scoring_id))
-            return None if row is None else _scoring(row)
-
-    def list_scorings(self, tenant: str, question_id: str, *, limit: int) -> list[StoredScoring]:
-        """A question's latest stored scorings, newest first."""
-        with unit_of_work(self.engine, write=False) as session:
-            rows = session.scalars(
-                select(StagewiseScoringRow)
-                .where(
-                    StagewiseScoringRow.tenant == tenant,
-                    StagewiseScoringRow.question_id == question_id,
-                )
-                .order_by(
-                    StagewiseScoringRow.created_at.desc(), StagewiseScoringRow.scoring_id.desc()
-                )
-                .limit(limit)
-            ).all()
-            return [_scoring(r) for r in rows]

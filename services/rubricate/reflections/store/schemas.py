@@ -1,4 +1,4 @@
-"""The store's wire models for the agent rubric bank, its snapshots, and stored scorings."""
+"""The store's wire models for the agent rubric bank and its snapshots."""
 
 from datetime import datetime
 from typing import Annotated, Any, Literal

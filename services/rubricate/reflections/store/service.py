@@ -28,7 +28,6 @@ from rubricate.reflections.store.schemas import (
     RetrieveResponse,
 )
 from rubricate.reflections.store.snapshots import SnapshotStore
-from rubricate.stagewise.store.schemas import ScoringIn
 from rubricate.stagewise.store.service import cache_key
 from rubricate_client.schemas.bank import (
     BankItemCurationResult,
@@ -41,7 +40,6 @@ from rubricate_client.schemas.bank import (
     SnapshotInfo,
 )
 from rubricate_client.schemas.curation import BankStatus
-from rubricate_client.schemas.scorings import StoredScoring
 
 log = logging.getLogger("rubricate.reflections.store.repository")
 
@@ -348,25 +346,6 @@ class BankService:
     ) -> SnapshotInfo:
         return await asyncio.to_thread(
             lambda: self.snapshots.import_lines(tenant, lines, replace=replace)
-        )
-
-    # --- stored scorings ------------------------------------------------------------------
-
-    async def put_scoring(self, tenant: str, scoring: ScoringIn) -> StoredScoring:
-        return await asyncio.to_thread(
-            lambda: self.store.put_scoring(
-                tenant, scoring, retention_s=self.settings.scoring_retention_s
-            )
-        )
-
-    async def get_scoring(self, tenant: str, scoring_id: str) -> StoredScoring | None:
-        return await asyncio.to_thread(self.store.get_scoring, tenant, scoring_id)
-
-    async def list_scorings(
-        self, tenant: str, question_id: str, *, limit: int
-    ) -> list[StoredScoring]:
-        return await asyncio.to_thread(
-            lambda: self.store.list_scorings(tenant, question_id, limit=limit)
         )
 
 

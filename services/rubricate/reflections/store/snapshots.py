@@ -14,7 +14,8 @@ import base64
 import binascii
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -31,8 +32,9 @@ from rubricate.reflections.store.models import (
     BankItemVersionRow,
     BankSnapshotEntryRow,
     BankSnapshotRow,
+    SnapshotKind,
 )
-from rubricate.reflections.store.repository import last_versions, record_version
+from rubricate.reflections.store.repository import columns, last_versions, record_version
 from rubricate.reflections.store.schemas import SnapshotHeader, SnapshotRecord
 from rubricate.stagewise.store.models import QuestionRow, RubricRow
 from rubricate_client.errors import DomainError
@@ -141,54 +143,15 @@ def _info(row: BankSnapshotRow) -> SnapshotInfo:
 
 def _bank_payload(row: BankItemRow) -> dict[str, Any]:
     return BankPayload(
-        question=row.question,
-        rubrics=row.rubrics,
-        takeaways=row.takeaways,
-        reflection=row.reflection,
-        score=row.score,
-        step=row.step,
-        provenance=row.provenance,
-        created_at=as_utc(row.created_at),
-        updated_at=as_utc(row.updated_at),
-        version=row.version,
+        **columns(row, BankPayload.model_fields.keys() - {"embedding"}),
         embedding=None if row.embedding is None else base64.b64encode(row.embedding).decode(),
-        embedding_model=row.embedding_model,
-        status=row.status,
-        reviewed_by=row.reviewed_by,
-        reviewed_at=None if row.reviewed_at is None else as_utc(row.reviewed_at),
     ).model_dump(mode="json")
 
 
 def _buffer_payload(question: QuestionRow, rubrics: list[RubricRow]) -> dict[str, Any]:
     return BufferPayload(
-        question=question.question,
-        version=question.version,
-        created_at=as_utc(question.created_at),
-        updated_at=as_utc(question.updated_at),
-        rubrics=[
-            RubricPayload(
-                id=r.id,
-                stage=r.stage,
-                origin=r.origin,
-                title=r.title,
-                description=r.description,
-                weight=r.weight,
-                polarity=r.polarity,
-                created_step=r.created_step,
-                variance=r.variance,
-                seq=r.seq,
-                created_at=as_utc(r.created_at),
-                pruned_at=None if r.pruned_at is None else as_utc(r.pruned_at),
-                pruned_step=r.pruned_step,
-                pinned_at=None if r.pinned_at is None else as_utc(r.pinned_at),
-                pinned_by=r.pinned_by,
-                retired_at=None if r.retired_at is None else as_utc(r.retired_at),
-                retired_by=r.retired_by,
-                replaced_by=r.replaced_by,
-                created_by=r.created_by,
-            )
-            for r in rubrics
-        ],
+        **columns(question, ("question", "version", "created_at", "updated_at")),
+        rubrics=[RubricPayload(**columns(r, RubricPayload.model_fields)) for r in rubrics],
     ).model_dump(mode="json")
 
 
@@ -209,11 +172,170 @@ def _retired(
     }
 
 
+def _entries(
+    header: BankSnapshotRow,
+    bank_rows: Sequence[BankItemRow],
+    questions: Sequence[QuestionRow],
+    rubric_rows: Sequence[RubricRow],
+) -> list[BankSnapshotEntryRow]:
+    """A snapshot's entries: one per bank item, then one per question's whole buffer (its
+    rubrics in insertion order)."""
+    by_question: dict[str, list[RubricRow]] = {q.question_id: [] for q in questions}
+    for r in rubric_rows:
+        by_question.setdefault(r.question_id, []).append(r)
+
+    def entry(kind: SnapshotKind, key: str, payload: dict[str, Any]) -> BankSnapshotEntryRow:
+        return BankSnapshotEntryRow(
+            tenant=header.tenant, step=header.step, kind=kind, key=key, payload=payload
+        )
+
+    return [entry("bank", row.question_hash, _bank_payload(row)) for row in bank_rows] + [
+        entry("buffer", q.question_id, _buffer_payload(q, by_question[q.question_id]))
+        for q in questions
+    ]
+
+
 def _consistent_reads(session: Session) -> None:
     """One snapshot of every table for the whole transaction (PostgreSQL; SQLite writers
     already hold the database lock)."""
     if session.get_bind().dialect.name == "postgresql":
         session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+
+
+def _clear_tenant(session: Session, tenant: str) -> dict[str, int]:
+    """Lock, then delete, the tenant's rubric buffers and bank items (their histories stay);
+    the buffers' versions before (a restored buffer's version goes above its old one)."""
+    old_versions = {
+        q.question_id: q.version
+        for q in session.scalars(
+            select(QuestionRow).where(QuestionRow.tenant == tenant).with_for_update()
+        )
+    }
+    session.scalars(
+        select(BankItemRow.question_hash).where(BankItemRow.tenant == tenant).with_for_update()
+    ).all()
+    session.execute(delete(RubricRow).where(RubricRow.tenant == tenant))
+    session.execute(delete(QuestionRow).where(QuestionRow.tenant == tenant))
+    session.execute(delete(BankItemRow).where(BankItemRow.tenant == tenant))
+    session.flush()
+    return old_versions
+
+
+def _restored_items(
+    session: Session, tenant: str, entries: Iterable[BankSnapshotEntryRow]
+) -> list[BankItemRow]:
+    """The snapshot's bank items, each under a version above any in its history; an item a
+    person retired since stays retired."""
+    versions = last_versions(session, tenant)
+    retired = _retired(session, tenant, versions)
+    items: list[BankItemRow] = []
+    for entry in entries:
+        b = BankPayload.model_validate(entry.payload)
+        row = BankItemRow(
+            tenant=tenant,
+            question_hash=entry.key,
+            **b.model_dump(
+                exclude={"created_at", "updated_at", "embedding", "reviewed_at", "version"}
+            ),
+            embedding=_decode_blob(b.embedding),
+            created_at=b.created_at,
+            updated_at=b.updated_at,
+            reviewed_at=b.reviewed_at,
+            version=max(b.version, versions.get(entry.key, 0)) + 1,
+        )
+        if entry.key in retired:
+            row.status = "retired"
+            row.reviewed_by, row.reviewed_at = retired[entry.key]
+        items.append(row)
+    return items
+
+
+def _restored_buffers(
+    tenant: str,
+    entries: Iterable[BankSnapshotEntryRow],
+    old_versions: dict[str, int],
+    *,
+    now: datetime,
+) -> tuple[list[QuestionRow], list[RubricRow]]:
+    """The snapshot's rubric buffers: each question under a version above the one it had."""
+    questions: list[QuestionRow] = []
+    rubrics: list[RubricRow] = []
+    for entry in entries:
+        buf = BufferPayload.model_validate(entry.payload)
+        questions.append(
+            QuestionRow(
+                tenant=tenant,
+                question_id=entry.key,
+                question=buf.question,
+                created_at=buf.created_at,
+                updated_at=now,
+                version=max(buf.version, old_versions.get(entry.key, 0)) + 1,
+            )
+        )
+        rubrics.extend(
+            RubricRow(tenant=tenant, question_id=entry.key, **r.model_dump()) for r in buf.rubrics
+        )
+    return questions, rubrics
+
+
+@contextmanager
+def _line_errors(number: int) -> Iterator[None]:
+    """A line of an export that is not JSON or not a valid record: a DomainError naming it."""
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        raise DomainError(f"line {number}: not JSON ({exc.msg})", field=f"line {number}") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = field_path(first["loc"])
+        raise DomainError(
+            f"line {number}: {where or 'record'}: {first['msg']}",
+            field=f"line {number}" + (f".{where}" if where else ""),
+        ) from exc
+
+
+def _read_export(lines: Iterable[str]) -> tuple[SnapshotHeader, list[SnapshotRecord]]:
+    """An export's header and records, every record validated and counted against the
+    header. Raises DomainError naming the line at fault."""
+    header: SnapshotHeader | None = None
+    records: list[SnapshotRecord] = []
+    seen: set[tuple[str, str]] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        with _line_errors(number):
+            raw = json.loads(line)
+            if header is None:
+                header = SnapshotHeader.model_validate(raw)
+                continue
+            record = SnapshotRecord.model_validate(raw)
+            payload = BankPayload if record.kind == "bank" else BufferPayload
+            payload.model_validate(record.payload)
+        if (record.kind, record.key) in seen:
+            raise DomainError(
+                f"line {number}: duplicate {record.kind} entry {record.key!r}",
+                field=f"line {number}",
+            )
+        seen.add((record.kind, record.key))
+        records.append(record)
+    if header is None:
+        raise DomainError("empty snapshot file: expected a header line", field="line 1")
+    _check_counts(header, records)
+    return header, records
+
+
+def _check_counts(header: SnapshotHeader, records: list[SnapshotRecord]) -> None:
+    """The file holds as many bank items, buffers and rubrics as its header says."""
+    bank = sum(1 for r in records if r.kind == "bank")
+    buffers = [r for r in records if r.kind == "buffer"]
+    rubrics = sum(len(r.payload.get("rubrics", [])) for r in buffers)
+    if (bank, len(buffers), rubrics) != (header.bank_items, header.questions, header.rubrics):
+        raise DomainError(
+            f"the file holds {bank} bank items, {len(buffers)} buffers and {rubrics} rubrics "
+            f"but its header says {header.bank_items}, {header.questions} and "
+            f"{header.rubrics} (truncated or edited file)",
+            field="line 1",
+        )
 
 
 class SnapshotStore:
@@ -226,39 +348,15 @@ class SnapshotStore:
         with unit_of_work(self.engine, write=True) as session:
             _consistent_reads(session)
             self._clear(session, tenant, step, replace=replace)
-            entries: list[BankSnapshotEntryRow] = []
             bank_rows = session.scalars(
                 select(BankItemRow).where(BankItemRow.tenant == tenant)
             ).all()
-            for row in bank_rows:
-                entries.append(
-                    BankSnapshotEntryRow(
-                        tenant=tenant,
-                        step=step,
-                        kind="bank",
-                        key=row.question_hash,
-                        payload=_bank_payload(row),
-                    )
-                )
             questions = session.scalars(
                 select(QuestionRow).where(QuestionRow.tenant == tenant)
             ).all()
-            by_question: dict[str, list[RubricRow]] = {q.question_id: [] for q in questions}
             rubric_rows = session.scalars(
                 select(RubricRow).where(RubricRow.tenant == tenant).order_by(RubricRow.seq)
             ).all()
-            for r in rubric_rows:
-                by_question.setdefault(r.question_id, []).append(r)
-            for q in questions:
-                entries.append(
-                    BankSnapshotEntryRow(
-                        tenant=tenant,
-                        step=step,
-                        kind="buffer",
-                        key=q.question_id,
-                        payload=_buffer_payload(q, by_question[q.question_id]),
-                    )
-                )
             header = BankSnapshotRow(
                 tenant=tenant,
                 step=step,
@@ -269,7 +367,7 @@ class SnapshotStore:
             )
             session.add(header)
             session.flush()
-            session.add_all(entries)
+            session.add_all(_entries(header, bank_rows, questions, rubric_rows))
             session.flush()
             info = _info(header)
         log.info(
@@ -318,72 +416,16 @@ class SnapshotStore:
             header = session.get(BankSnapshotRow, (tenant, step))
             if header is None:
                 raise SnapshotNotFoundError(f"no snapshot of step {step}")
-            old_versions = {
-                q.question_id: q.version
-                for q in session.scalars(
-                    select(QuestionRow).where(QuestionRow.tenant == tenant).with_for_update()
-                )
-            }
-            session.scalars(
-                select(BankItemRow.question_hash)
-                .where(BankItemRow.tenant == tenant)
-                .with_for_update()
-            ).all()
-            session.execute(delete(RubricRow).where(RubricRow.tenant == tenant))
-            session.execute(delete(QuestionRow).where(QuestionRow.tenant == tenant))
-            session.execute(delete(BankItemRow).where(BankItemRow.tenant == tenant))
-            session.flush()
+            old_versions = _clear_tenant(session, tenant)
             entries = session.scalars(
                 select(BankSnapshotEntryRow).where(
                     BankSnapshotEntryRow.tenant == tenant, BankSnapshotEntryRow.step == step
                 )
             ).all()
-            restored_questions: set[str] = set()
-            bank: list[tuple[str, str]] = []
-            questions: list[QuestionRow] = []
-            rubrics: list[RubricRow] = []
-            items: list[BankItemRow] = []
-            bank_entries = [e for e in entries if e.kind == "bank"]
-            versions = last_versions(session, tenant)
-            retired = _retired(session, tenant, versions)
-            for entry in bank_entries:
-                b = BankPayload.model_validate(entry.payload)
-                row = BankItemRow(
-                    tenant=tenant,
-                    question_hash=entry.key,
-                    **b.model_dump(
-                        exclude={"created_at", "updated_at", "embedding", "reviewed_at", "version"}
-                    ),
-                    embedding=_decode_blob(b.embedding),
-                    created_at=b.created_at,
-                    updated_at=b.updated_at,
-                    reviewed_at=b.reviewed_at,
-                    version=max(b.version, versions.get(entry.key, 0)) + 1,
-                )
-                if entry.key in retired:
-                    row.status = "retired"
-                    row.reviewed_by, row.reviewed_at = retired[entry.key]
-                items.append(row)
-                bank.append((entry.key, b.question))
-            for entry in entries:
-                if entry.kind == "bank":
-                    continue
-                buf = BufferPayload.model_validate(entry.payload)
-                restored_questions.add(entry.key)
-                questions.append(
-                    QuestionRow(
-                        tenant=tenant,
-                        question_id=entry.key,
-                        question=buf.question,
-                        created_at=buf.created_at,
-                        updated_at=now,
-                        version=max(buf.version, old_versions.get(entry.key, 0)) + 1,
-                    )
-                )
-                rubrics.extend(
-                    RubricRow(tenant=tenant, question_id=entry.key, **r.model_dump())
-                    for r in buf.rubrics
-                )
+            items = _restored_items(session, tenant, [e for e in entries if e.kind == "bank"])
+            questions, rubrics = _restored_buffers(
+                tenant, [e for e in entries if e.kind != "bank"], old_versions, now=now
+            )
             session.add_all(items)
             for row in items:
                 record_version(session, row, "restored", at=now)
@@ -400,7 +442,11 @@ class SnapshotStore:
             info.questions,
             info.rubrics,
         )
-        return Restored(info=info, question_ids=restored_questions | set(old_versions), bank=bank)
+        return Restored(
+            info=info,
+            question_ids={q.question_id for q in questions} | set(old_versions),
+            bank=[(row.question_hash, row.question) for row in items],
+        )
 
     def export_lines(self, tenant: str, step: int) -> Iterator[str]:
         """The snapshot as JSONL lines (header first). Raises SnapshotNotFoundError before
@@ -432,61 +478,16 @@ class SnapshotStore:
         self, tenant: str, lines: Iterable[str], *, replace: bool = False
     ) -> SnapshotInfo:
         """Store an exported snapshot (validated in full first) under its header's step."""
-        header: SnapshotHeader | None = None
-        records: list[SnapshotRecord] = []
-        seen: set[tuple[str, str]] = set()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-                if header is None:
-                    header = SnapshotHeader.model_validate(raw)
-                    continue
-                record = SnapshotRecord.model_validate(raw)
-                if record.kind == "bank":
-                    BankPayload.model_validate(record.payload)
-                else:
-                    BufferPayload.model_validate(record.payload)
-            except json.JSONDecodeError as exc:
-                raise DomainError(
-                    f"line {number}: not JSON ({exc.msg})", field=f"line {number}"
-                ) from exc
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = field_path(first["loc"])
-                raise DomainError(
-                    f"line {number}: {where or 'record'}: {first['msg']}",
-                    field=f"line {number}" + (f".{where}" if where else ""),
-                ) from exc
-            if (record.kind, record.key) in seen:
-                raise DomainError(
-                    f"line {number}: duplicate {record.kind} entry {record.key!r}",
-                    field=f"line {number}",
-                )
-            seen.add((record.kind, record.key))
-            records.append(record)
-        if header is None:
-            raise DomainError("empty snapshot file: expected a header line", field="line 1")
-        bank = sum(1 for r in records if r.kind == "bank")
-        buffers = [r for r in records if r.kind == "buffer"]
-        rubrics = sum(len(r.payload.get("rubrics", [])) for r in buffers)
-        if (bank, len(buffers), rubrics) != (header.bank_items, header.questions, header.rubrics):
-            raise DomainError(
-                f"the file holds {bank} bank items, {len(buffers)} buffers and {rubrics} rubrics "
-                f"but its header says {header.bank_items}, {header.questions} and "
-                f"{header.rubrics} (truncated or edited file)",
-                field="line 1",
-            )
+        header, records = _read_export(lines)
         with unit_of_work(self.engine, write=True) as session:
             self._clear(session, tenant, header.step, replace=replace)
             row = BankSnapshotRow(
                 tenant=tenant,
                 step=header.step,
                 created_at=header.created_at,
-                bank_items=bank,
-                questions=len(buffers),
-                rubrics=rubrics,
+                bank_items=header.bank_items,
+                questions=header.questions,
+                rubrics=header.rubrics,
             )
             session.add(row)
             session.flush()

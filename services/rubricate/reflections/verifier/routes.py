@@ -1,33 +1,27 @@
-"""The verifier's reflection-judging task route."""
+"""The verifier's reflection-judging task route (a model failure is answered by the model
+server's one `LLMError` handler, named after the route: `reflection_judging`)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from rubricate.llm.errors import LLMError
-from rubricate.llm.server import as_service_error
+from rubricate.llm.server import task_service
+from rubricate.reflections.verifier.endpoints import REFLECTION_JUDGING
 from rubricate.reflections.verifier.schemas import ReflectionScoresRequest, ReflectionScoresResponse
-from rubricate.reflections.verifier.service import TASK, ReflectionJudgeService
+from rubricate.reflections.verifier.service import ReflectionJudgeService
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(tags=["tasks"])
 STATE_NAME = "reflections"
-"""The service object's name on `app.state` (registered through `extra_services`)."""
+"""The attribute of `app.state` holding the `ReflectionJudgeService`."""
+
+ServiceDep = Annotated[ReflectionJudgeService, Depends(task_service(STATE_NAME))]
 
 
-def get_service(request: Request) -> ReflectionJudgeService:
-    service: ReflectionJudgeService = getattr(request.app.state, STATE_NAME)
-    return service
-
-
-ServiceDep = Annotated[ReflectionJudgeService, Depends(get_service)]
-
-
-@router.post("/reflection-scores", response_model=ReflectionScoresResponse)
-async def reflection_scores(
+@router.post(
+    REFLECTION_JUDGING.path, name=REFLECTION_JUDGING.name, response_model=ReflectionScoresResponse
+)
+async def reflection_judging(
     body: ReflectionScoresRequest, service: ServiceDep
 ) -> ReflectionScoresResponse:
     """Score one reflection candidate with privileged access to the trajectory's grades."""
-    try:
-        return await service.score(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=TASK) from exc
+    return await service.score(body)

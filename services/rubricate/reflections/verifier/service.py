@@ -6,15 +6,13 @@ from the prompt; the response lists what was found (`judge_addressing`, GitHub i
 
 import logging
 import time
-from typing import Any
 
-from rubricate.common.usage import Usage, usage_out
-from rubricate.llm.base import GenerationParams, LLMBackend
-from rubricate.llm.judge_call import judge_call
+from rubricate.common.usage import Usage
+from rubricate.llm.base import GenerationParams
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.prompt_text import manipulation_markers
-from rubricate.llm.server import TaskSettings
-from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
+from rubricate.llm.task_service import TaskService
 from rubricate.reflections.domain.reflection import DIMENSION_WEIGHTS
 from rubricate.reflections.prompts import judging as reflection_judging
 from rubricate.reflections.verifier.schemas import ReflectionScoresRequest, ReflectionScoresResponse
@@ -27,14 +25,11 @@ TRAJECTORY_BUDGET_STAGES = 2
 the final answer stays in view)."""
 
 
-class ReflectionJudgeService:
-    def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
-        self.backend = backend
-        self.tasks = tasks
-        self.llm = llm
-        self._schema: dict[str, Any] = reflection_judging.verdict_schema(
-            json_schema_for(reflection_judging.ReflectionVerdict)
-        )
+_SCHEMA = reflection_judging.verdict_schema(json_schema_for(reflection_judging.ReflectionVerdict))
+
+
+class ReflectionJudgeService(TaskService):
+    """The verifier's reflection judging task."""
 
     async def score(self, request: ReflectionScoresRequest) -> ReflectionScoresResponse:
         candidate_markers = manipulation_markers(request.candidate)
@@ -51,9 +46,7 @@ class ReflectionJudgeService:
                 + ", ".join(candidate_markers)
                 + "); it scores 0 on every dimension.",
                 judge_addressing=found,
-                usage=usage_out(Usage()),
-                model=self.backend.model,
-                backend=self.backend.name,
+                **self.served(Usage()),
             )
         messages = reflection_judging.build_messages(
             question=request.question,
@@ -67,20 +60,20 @@ class ReflectionJudgeService:
         params = GenerationParams(
             temperature=self.tasks.scoring_temperature,
             max_tokens=self.tasks.scoring_max_tokens,
-            json_schema=self._schema,
+            json_schema=_SCHEMA,
             schema_name=reflection_judging.SCHEMA_NAME,
         )
         usage = Usage()
         started = time.perf_counter()
-        verdict = await judge_call(
+        verdict = await complete_structured(
             self.backend,
             messages,
             output=reflection_judging.ReflectionVerdict,
             params=params,
-            task=TASK,
-            llm=self.llm,
             usage=usage,
+            task=TASK,
             stage="reflection",
+            **self.retry,
         )
         elapsed = time.perf_counter() - started
         log.info("reflection.judged evidence=%d seconds=%.1f", len(request.evidence), elapsed)
@@ -89,7 +82,5 @@ class ReflectionJudgeService:
             cross=verdict.cross.as_unit(),
             rationale=verdict.rationale,
             judge_addressing=found,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )

@@ -1,4 +1,4 @@
 """The gateway's stagewise routes (`routes`: `/v1/stagewise/score`, `/v1/advantages/stagewise`,
-`GET /v1/buffers/{question_id}`), the scoring orchestration (`service`) and curation and the
-question list through the store (`curation`). Gateway contract: no model backend, no
-SQLAlchemy; imports `stagewise.domain`, the other roles' `schemas`, `common`."""
+and the buffer read, question list and curation proxied to the store) and the scoring
+orchestration (`service`). Gateway contract: no model backend, no SQLAlchemy; imports
+`stagewise.domain`, the other roles' `schemas` and `endpoints`, `common`."""

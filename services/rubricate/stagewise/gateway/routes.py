@@ -1,11 +1,14 @@
-"""The gateway's public HTTP routes: parse, call the service object, respond."""
+"""The gateway's public stagewise routes: parse, call the service object, respond. The buffer
+read, the question list and curation are pure proxies: one call of the store's route
+(`stagewise.store.endpoints`) for the caller's tenant, through `common.forward.Forwarder`."""
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from rubricate.common.auth import request_actor
-from rubricate.common.tenancy import TENANT_HEADER, TenantDep
+from rubricate.common.forward import Forwarder
+from rubricate.common.tenancy import TenantDep
 from rubricate.common.tenant_limits import admit_rollouts
 from rubricate.stagewise.domain.ssgrpo import (
     group_advantages,
@@ -13,13 +16,13 @@ from rubricate.stagewise.domain.ssgrpo import (
     validate_lambda,
     validate_scores,
 )
-from rubricate.stagewise.gateway.curation import BufferCuration
 from rubricate.stagewise.gateway.service import StagewiseService
+from rubricate.stagewise.store import endpoints as store_api
 from rubricate.stagewise.store.schemas import (
     MAX_SEARCH_CHARS,
     QUESTIONS_PAGE_DEFAULT,
     QUESTIONS_PAGE_MAX,
-    QuestionQuery,
+    CurateRubricRequest,
 )
 from rubricate_client.endpoints import (
     GET_BUFFER,
@@ -56,11 +59,13 @@ def get_stagewise(request: Request) -> StagewiseService:
 StagewiseDep = Annotated[StagewiseService, Depends(get_stagewise)]
 
 
-def get_curation(service: StagewiseDep) -> BufferCuration:
-    return BufferCuration(service.up.store)
+def store_forwarder(service: StagewiseDep, tenant: TenantDep) -> Forwarder:
+    """The store's buffer routes, called for the caller's tenant (the proxy routes' upstream).
+    Upstream 4xx (404, 409) pass through; only reads are retried."""
+    return Forwarder(service.up.store, tenant)
 
 
-CurationDep = Annotated[BufferCuration, Depends(get_curation)]
+StoreDep = Annotated[Forwarder, Depends(store_forwarder)]
 RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
 
 
@@ -97,17 +102,8 @@ async def advantages(body: AdvantagesRequest) -> AdvantagesResponse:
     response_model=BufferView,
     summary="The question's current judge rubric buffer, per stage",
 )
-async def get_buffer(
-    question_id: Annotated[QuestionId, Path()],
-    service: StagewiseDep,
-    tenant: TenantDep = "default",
-) -> BufferView:
-    return await service.up.store.request(
-            "GET",
-            f"/v1/buffers/{question_id}",
-            response_model=BufferView,
-            headers={TENANT_HEADER: tenant},
-        )
+async def get_buffer(question_id: Annotated[QuestionId, Path()], store: StoreDep) -> BufferView:
+    return await store(store_api.BUFFER, path={"question_id": question_id})
 
 
 @router.get(
@@ -116,7 +112,7 @@ async def get_buffer(
     summary="The tenant's questions with their buffer sizes, one page at a time",
 )
 async def list_questions(
-    curation: CurationDep,
+    store: StoreDep,
     search: Annotated[
         str | None,
         Query(
@@ -129,12 +125,10 @@ async def list_questions(
     ] = "recent",
     offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=QUESTIONS_PAGE_MAX)] = QUESTIONS_PAGE_DEFAULT,
-    tenant: TenantDep = "default",
 ) -> QuestionList:
-    query = QuestionQuery(
-        search=(search or "").strip() or None, sort=sort, offset=offset, limit=limit
-    )
-    return await curation.list_questions(query, tenant=tenant)
+    search = (search or "").strip() or None
+    query = {"sort": sort, "offset": offset, "limit": limit, "search": search}
+    return await store(store_api.QUESTIONS, query=query)
 
 
 @router.post(
@@ -147,12 +141,14 @@ async def curate_rubric(
     rubric_id: RubricIdPath,
     body: RubricCurationRequest,
     request: Request,
-    curation: CurationDep,
-    tenant: TenantDep = "default",
+    store: StoreDep,
 ) -> RubricCurationResult:
-    return await curation.curate(
-        question_id, rubric_id, body, author=request_actor(request), tenant=tenant
+    # the author is named by the gateway, never the caller; a curation is sent once
+    change = CurateRubricRequest.model_validate(
+        {**body.model_dump(), "author": request_actor(request)}
     )
+    path = {"question_id": question_id, "rubric_id": rubric_id}
+    return await store(store_api.RUBRIC_CURATE, path=path, body=change, retry=False)
 
 
 @router.get(
@@ -161,8 +157,6 @@ async def curate_rubric(
     summary="Who pinned, retired or edited which rubric of the question, newest first",
 )
 async def rubric_curations(
-    question_id: Annotated[QuestionId, Path()],
-    curation: CurationDep,
-    tenant: TenantDep = "default",
+    question_id: Annotated[QuestionId, Path()], store: StoreDep
 ) -> CurationList:
-    return await curation.curations(question_id, tenant=tenant)
+    return await store(store_api.CURATIONS, path={"question_id": question_id})

@@ -1,9 +1,18 @@
-"""Orchestration of `/v1/stagewise/score` (RubricEM §3.3, App. C).
+"""Orchestration of `/v1/stagewise/score` (RubricEM §3.3, App. C), in the order
+`StagewiseService.score` runs it:
 
-1. parse stages (core); 2. read the question's buffer (store); 3. store persistent rubrics;
-4. one rubric-generation call for the group (rubric-generator), added to the buffer;
-5. one scoring call per rollout (verifier), with an answer-only fallback call;
-6. scores, returns, advantages (core); 7. prune by variance over the caps (store).
+1. parse the rollouts' stages (core);
+2. read the question's buffer (store, `BUFFER`);
+3. if the request evolves the buffer, one rubric-generation call for the group
+   (rubric generator, `STAGE_RUBRICS`);
+4. add the persistent and the new rubrics to the buffer (store, `BUFFER_ADD_RUBRICS`);
+5. one scoring call per rollout, with an answer-only fallback call (verifier, `STAGE_SCORES`);
+6. scores, returns, advantages (core);
+7. prune by variance over the caps (store, `BUFFER_PRUNE`);
+8. keep the scoring for reference by id (store, `SCORING_PUT`) and respond.
+
+Every upstream call of a scoring is made inside one `request_context`, opened by `score`: it
+carries the tenant header, and its clock and usage are the response's `timing` and `usage`.
 A failed generation means no new rubrics; a failed scoring call falls back to the
 answer-stage score, flagged; a rollout that cannot be scored at all is reported unscored.
 Nothing left without a judgment becomes a number (docs/gateway.md, "Failures are never
@@ -16,36 +25,36 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
+from rubricate.common.request_context import request_context
 from rubricate.common.tenancy import TENANT_HEADER
-from rubricate.common.request_context import WaitClock
 from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams
 from rubricate.common.usage import Usage, usage_out
 from rubricate.core.normalize import question_hash
 from rubricate.core.rubrics import make_rubric
-from rubricate.stagewise.domain.scoring import RolloutJudgments, score_group
+from rubricate.stagewise.domain.scoring import GroupScores, RolloutJudgments, score_group
 from rubricate.stagewise.domain.ssgrpo import default_lambda, validate_lambda
 from rubricate.stagewise.domain.stages import StageSpans, parse_stages
-from rubricate.stagewise.generator.schemas import (
-    StageRubricsRequest,
-    StageRubricsResponse,
-    StageTexts,
+from rubricate.stagewise.generator.endpoints import STAGE_RUBRICS
+from rubricate.stagewise.generator.schemas import StageRubricsRequest, StageTexts
+from rubricate.stagewise.store.endpoints import (
+    BUFFER,
+    BUFFER_ADD_RUBRICS,
+    BUFFER_PRUNE,
+    SCORING_PUT,
 )
-from rubricate.stagewise.store.schemas import (
-    AddRubricsRequest,
-    PruneRequest,
-    PruneResponse,
-    ScoringIn,
-)
-from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
+from rubricate.stagewise.store.schemas import AddRubricsRequest, PruneRequest, ScoringIn
+from rubricate.stagewise.verifier.endpoints import STAGE_SCORES
+from rubricate.stagewise.verifier.schemas import StageScoresRequest
 from rubricate_client.constants import ACTIVE_CAPS, STAGES
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.buffers import BufferView
 from rubricate_client.schemas.rubrics import Judgment, Rubric, RubricView, Stage
-from rubricate_client.schemas.scorings import ScoredRollout, StoredScoring
+from rubricate_client.schemas.scorings import ScoredRollout
 from rubricate_client.schemas.stagewise import (
     Fallback,
     GenerationInfo,
@@ -74,13 +83,6 @@ AfterScoring = Callable[[str, StagewiseScoreRequest, StagewiseScoreResponse], No
 """(tenant, request, response) of a scored group."""
 
 
-class _Outcome:
-    def __init__(self) -> None:
-        self.judgments: list[Judgment] = []
-        self.kind: Literal["full", "answer_only", "unscored"] = "full"
-        self.reason: str | None = None
-
-
 def validate_request(request: StagewiseScoreRequest, settings: StagewiseLimits) -> None:
     if len(request.rollouts) > settings.max_rollouts:
         raise DomainError(
@@ -101,6 +103,51 @@ def validate_request(request: StagewiseScoreRequest, settings: StagewiseLimits) 
         validate_lambda(request.lambda_, field="lambda")
 
 
+StageTextMap = dict[Stage, str | None]
+"""Stage -> the rollout's text of it; None where the rollout lacks the stage."""
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Step 1: the request's rollout group, parsed: its buffer key, its λ, each rollout's
+    stage spans and stage texts (in rollout order)."""
+
+    request: StagewiseScoreRequest
+    question_id: str
+    lam: list[list[float]]
+    spans: list[StageSpans]
+    texts: list[StageTextMap]
+
+    @classmethod
+    def parse(cls, request: StagewiseScoreRequest) -> "_Group":
+        spans = [parse_stages(r.trajectory) for r in request.rollouts]
+        return cls(
+            request=request,
+            question_id=request.question_id or question_hash(request.question),
+            lam=default_lambda() if request.lambda_ is None else validate_lambda(request.lambda_),
+            spans=spans,
+            texts=[
+                {s: sp.text(r.trajectory, s) for s in STAGES}
+                for r, sp in zip(request.rollouts, spans, strict=True)
+            ],
+        )
+
+    @property
+    def buffer_key(self) -> dict[str, str]:
+        """The path parameters of the question's buffer routes."""
+        return {"question_id": self.question_id}
+
+
+class _Outcome:
+    """Step 5 for one rollout: its judgments, and whether it was scored fully, on the
+    answer stage only (with why) or not at all (with why)."""
+
+    def __init__(self) -> None:
+        self.judgments: list[Judgment] = []
+        self.kind: Literal["full", "answer_only", "unscored"] = "full"
+        self.reason: str | None = None
+
+
 class StagewiseService:
     def __init__(
         self,
@@ -116,194 +163,82 @@ class StagewiseService:
         hand-over, `rubricate.audit.gateway.service.AuditSubmitter`); it must not block."""
 
     async def score(self, request: StagewiseScoreRequest, *, tenant: str) -> StagewiseScoreResponse:
+        """The steps of the module docstring, in order; every upstream call accounts its wait
+        and usage to this scoring's context and carries the tenant."""
         started = time.perf_counter()
         validate_request(request, self.settings)
-        lam = default_lambda() if request.lambda_ is None else validate_lambda(request.lambda_)
-        qid = request.question_id or question_hash(request.question)
-        headers = {TENANT_HEADER: tenant}
-        clock = WaitClock()
-        usage = Usage()
-        parsed = [parse_stages(r.trajectory) for r in request.rollouts]
-        texts: list[dict[Stage, str | None]] = [
-            {s: spans.text(r.trajectory, s) for s in STAGES}
-            for r, spans in zip(request.rollouts, parsed, strict=True)
-        ]
-
-        buffer = await self._buffer(qid, headers=headers, clock=clock)
-        to_add = [
-            make_rubric(stage="answer", spec=spec, origin="persistent", step=request.step)
-            for spec in request.persistent_rubrics
-        ]
-        generation = GenerationInfo(status="skipped")
-        generated: list[Rubric] = []
-        if request.evolve:
-            generation, generated = await self._generate(
-                request, texts, buffer=buffer, clock=clock, usage=usage
+        group = _Group.parse(request)  # 1
+        with request_context(headers={TENANT_HEADER: tenant}) as ctx:
+            buffer = await self._read_buffer(group)  # 2
+            generation, generated = await self._generate(group, buffer)  # 3
+            rubrics = await self._add_rubrics(group, buffer, generated, generation)  # 4
+            if not rubrics:
+                raise _no_rubrics(request, generation, usage=ctx.usage)
+            outcomes = await self._judge_all(group, rubrics)  # 5
+            scores = _score(group, rubrics, outcomes, usage=ctx.usage)  # 6
+            pruned = await self._prune(group, scores)  # 7
+            results = _results(group, outcomes, scores)  # 8
+            rubric_set = {s: [_out(r) for r in rubrics if r.stage == s] for s in STAGES}
+            scoring_id, not_stored = await keep_scoring(
+                self.up.store,
+                tenant=tenant,
+                question_id=group.question_id,
+                request=request,
+                rubrics=rubric_set,
+                results=results,
             )
-        known = {r.id for r in _flatten(buffer)}
-        if to_add or generated:
-            buffer = await self._add(
-                qid, request, [*to_add, *generated], headers=headers, clock=clock
-            )
-        rubrics = _flatten(buffer)
-        present = {r.id for r in rubrics}
-        generation.new_rubric_ids = [
-            r.id for r in generated if r.id in present and r.id not in known
-        ]
-
-        if not rubrics:
-            raise _no_rubrics(request, generation, usage=usage)
-
-        outcomes = await self._score_all(request, parsed, texts, rubrics, clock=clock, usage=usage)
-        if all(o.kind == "unscored" for o in outcomes):
-            raise ServiceError(
-                502,
-                "no rollout could be scored: " + (outcomes[0].reason or "unknown error"),
-                type="judge_unavailable",
-                usage=usage_out(usage),
-            )
-        group = score_group(
-            rubrics,
-            [
-                RolloutJudgments(
-                    missing=spans.missing,
-                    judgments=o.judgments,
-                    outcome="failed" if o.kind == "unscored" else o.kind,
-                )
-                for spans, o in zip(parsed, outcomes, strict=True)
-            ],
-            lam=lam,
-            mode=request.mode,
-            missing_stage_score=request.missing_stage_score,
-        )
-
-        if group.unscored_stages:
-            FALLBACKS.labels("stage_unscored").inc(len(group.unscored_stages))
-        pruned: list[str] = []
-        if request.evolve and group.variances:
-            caps = {**ACTIVE_CAPS, **(request.caps or {})}
-            prune = await self.up.store.request(
-                "POST",
-                f"/v1/buffers/{qid}/prune",
-                json=PruneRequest(
-                    variances=group.variances, caps=caps, step=request.step
-                ).model_dump(mode="json"),
-                response_model=PruneResponse,
-                headers=headers,
-                clock=clock,
-            )
-            pruned = prune.pruned
-
-        results = [
-            RolloutResult(
-                id=rollout.id,
-                spans=spans.spans,
-                missing_stages=spans.missing,
-                scores=rs.scores,
-                returns=rs.returns,
-                advantages=rs.advantages,
-                judgments=o.judgments,
-                fallback=None if o.kind == "full" else Fallback(kind=o.kind, reason=o.reason or ""),
-            )
-            for rollout, spans, o, rs in zip(
-                request.rollouts, parsed, outcomes, group.rollouts, strict=True
-            )
-        ]
-        rubric_set = {s: [_out(r) for r in rubrics if r.stage == s] for s in STAGES}
-        scoring_id, not_stored = await keep_scoring(
-            self.up.store,
-            tenant=tenant,
-            question_id=qid,
-            request=request,
-            rubrics=rubric_set,
-            results=results,
-            clock=clock,
-        )
         total = time.perf_counter() - started
-        upstream = clock.total()
-        log.info(
-            "stagewise.scored question_id=%s rollouts=%d new=%d pruned=%d seconds=%.2f",
-            qid,
-            len(results),
-            len(generation.new_rubric_ids),
-            len(pruned),
-            total,
-        )
+        upstream = ctx.clock.total()
         response = StagewiseScoreResponse(
-            question_id=qid,
+            question_id=group.question_id,
             scoring_id=scoring_id,
             scoring_not_stored=not_stored,
             mode=request.mode,
-            lambda_=lam,
+            lambda_=group.lam,
             rollouts=results,
             rubrics=rubric_set,
             pruned=pruned,
             generation=generation,
-            unscored_stages=group.unscored_stages,
-            usage=usage_out(usage),
+            unscored_stages=scores.unscored_stages,
+            usage=usage_out(ctx.usage),
             timing=Timing(
                 total_s=total, upstream_s=upstream, overhead_s=max(0.0, total - upstream)
             ),
         )
+        _log_scored(response, seconds=total)
         if self.after_scoring is not None:
             self.after_scoring(tenant, request, response)
         return response
 
-    async def _buffer(self, qid: str, *, headers: dict[str, str], clock: WaitClock) -> BufferView:
+    # --- step 2 to 4: the rubrics the group is judged on ----------------------------------
+
+    async def _read_buffer(self, group: _Group) -> BufferView:
+        """Step 2: the question's buffer; empty when the store has none yet."""
         try:
-            return await self.up.store.request(
-                "GET", f"/v1/buffers/{qid}", response_model=BufferView, headers=headers, clock=clock
-            )
+            return await self.up.store.call(BUFFER, path=group.buffer_key)
         except UpstreamError as exc:
             if exc.status == 404:
-                return BufferView.empty(qid)
+                return BufferView.empty(group.question_id)
             raise
 
-    async def _add(
-        self,
-        qid: str,
-        request: StagewiseScoreRequest,
-        rubrics: Sequence[Rubric],
-        *,
-        headers: dict[str, str],
-        clock: WaitClock,
-    ) -> BufferView:
-        body = AddRubricsRequest(
-            question=request.question, rubrics=list(rubrics), step=request.step
-        )
-        return await self.up.store.request(
-            "POST",
-            f"/v1/buffers/{qid}/rubrics",
-            json=body.model_dump(mode="json"),
-            response_model=BufferView,
-            headers=headers,
-            clock=clock,
-        )
-
     async def _generate(
-        self,
-        request: StagewiseScoreRequest,
-        texts: Sequence[dict[Stage, str | None]],
-        *,
-        buffer: BufferView,
-        clock: WaitClock,
-        usage: Usage,
+        self, group: _Group, buffer: BufferView
     ) -> tuple[GenerationInfo, list[Rubric]]:
+        """Step 3: the rubrics the generator proposes for the group given the buffer (none,
+        `skipped`, unless the request evolves the buffer; none, `failed`, when it fails)."""
+        request = group.request
+        if not request.evolve:
+            return GenerationInfo(status="skipped"), []
         body = StageRubricsRequest(
             question=request.question,
             trajectories=[
-                StageTexts(id=r.id, stages=t) for r, t in zip(request.rollouts, texts, strict=True)
+                StageTexts(id=r.id, stages=t)
+                for r, t in zip(request.rollouts, group.texts, strict=True)
             ],
             existing=_flatten(buffer),
         )
         try:
-            out = await self.up.generator.task(
-                "/v1/tasks/stage-rubrics",
-                body,
-                response_model=StageRubricsResponse,
-                clock=clock,
-                usage=usage,
-            )
+            out = await self.up.generator.call(STAGE_RUBRICS, body)
         except UpstreamError as exc:
             FALLBACKS.labels("no_new_rubrics").inc()
             log.warning("stagewise.generation_failed error=%s", exc)
@@ -315,42 +250,65 @@ class StagewiseService:
         ]
         return GenerationInfo(status="ok"), generated
 
-    async def _score_all(
+    async def _add_rubrics(
         self,
-        request: StagewiseScoreRequest,
-        parsed: Sequence[StageSpans],
-        texts: Sequence[dict[Stage, str | None]],
-        rubrics: Sequence[Rubric],
-        *,
-        clock: WaitClock,
-        usage: Usage,
-    ) -> list[_Outcome]:
+        group: _Group,
+        buffer: BufferView,
+        generated: Sequence[Rubric],
+        generation: GenerationInfo,
+    ) -> list[Rubric]:
+        """Step 4: the request's persistent rubrics and the generated ones added to the
+        buffer (one store call, none when there is nothing to add); the buffer's rubrics
+        after it. Sets `generation.new_rubric_ids`: the generated rubrics the buffer took."""
+        request = group.request
+        persistent = [
+            make_rubric(stage="answer", spec=spec, origin="persistent", step=request.step)
+            for spec in request.persistent_rubrics
+        ]
+        known = {r.id for r in _flatten(buffer)}
+        if persistent or generated:
+            body = AddRubricsRequest(
+                question=request.question, rubrics=[*persistent, *generated], step=request.step
+            )
+            buffer = await self.up.store.call(BUFFER_ADD_RUBRICS, body, path=group.buffer_key)
+        rubrics = _flatten(buffer)
+        present = {r.id for r in rubrics}
+        generation.new_rubric_ids = [
+            r.id for r in generated if r.id in present and r.id not in known
+        ]
+        return rubrics
+
+    # --- step 5: judging each rollout -----------------------------------------------------
+
+    async def _judge_all(self, group: _Group, rubrics: Sequence[Rubric]) -> list[_Outcome]:
+        """Step 5: every rollout judged, `scoring_concurrency` at a time, in rollout order."""
         gate = asyncio.Semaphore(self.settings.scoring_concurrency)
 
-        async def one(spans: StageSpans, stage_texts: dict[Stage, str | None]) -> _Outcome:
+        async def one(spans: StageSpans, stage_texts: StageTextMap) -> _Outcome:
             async with gate:
-                return await self._score_one(
-                    request.question, spans, stage_texts, rubrics, clock=clock, usage=usage
-                )
+                return await self._judge_one(group.request.question, spans, stage_texts, rubrics)
 
-        return list(await asyncio.gather(*(one(p, t) for p, t in zip(parsed, texts, strict=True))))
+        return list(
+            await asyncio.gather(
+                *(one(p, t) for p, t in zip(group.spans, group.texts, strict=True))
+            )
+        )
 
-    async def _score_one(
+    async def _judge_one(
         self,
         question: str,
         spans: StageSpans,
-        stage_texts: dict[Stage, str | None],
+        stage_texts: StageTextMap,
         rubrics: Sequence[Rubric],
-        *,
-        clock: WaitClock,
-        usage: Usage,
     ) -> _Outcome:
+        """One rollout on the rubrics of the stages it has; when that call fails, on the
+        answer rubrics alone; when that fails too (or there is nothing else), unscored."""
         outcome = _Outcome()
         judged = [r for r in rubrics if r.stage not in spans.missing]
         if not judged:
             return outcome
         try:
-            outcome.judgments = await self._verify(question, stage_texts, judged, clock, usage)
+            outcome.judgments = await self._verify(question, stage_texts, judged)
             return outcome
         except UpstreamError as exc:
             first_error = str(exc)
@@ -360,7 +318,7 @@ class StagewiseService:
             outcome.kind, outcome.reason = "unscored", first_error
             return outcome
         try:
-            outcome.judgments = await self._verify(question, stage_texts, answers, clock, usage)
+            outcome.judgments = await self._verify(question, stage_texts, answers)
         except UpstreamError as exc:
             FALLBACKS.labels("unscored").inc()
             outcome.kind = "unscored"
@@ -372,22 +330,90 @@ class StagewiseService:
         return outcome
 
     async def _verify(
-        self,
-        question: str,
-        stage_texts: dict[Stage, str | None],
-        rubrics: Sequence[Rubric],
-        clock: WaitClock,
-        usage: Usage,
+        self, question: str, stage_texts: StageTextMap, rubrics: Sequence[Rubric]
     ) -> list[Judgment]:
+        """The verifier's judgments of one rollout's stage texts on `rubrics`."""
         body = StageScoresRequest(question=question, stages=stage_texts, rubrics=list(rubrics))
-        out = await self.up.verifier.task(
-            "/v1/tasks/stage-scores",
-            body,
-            response_model=StageScoresResponse,
-            clock=clock,
-            usage=usage,
-        )
+        out = await self.up.verifier.call(STAGE_SCORES, body)
         return out.judgments
+
+    # --- step 7: pruning ------------------------------------------------------------------
+
+    async def _prune(self, group: _Group, scores: GroupScores) -> list[str]:
+        """Step 7: the ids the store pruned from the buffer by this group's variances over
+        the caps (nothing unless the request evolves the buffer)."""
+        request = group.request
+        if not (request.evolve and scores.variances):
+            return []
+        caps = {**ACTIVE_CAPS, **(request.caps or {})}
+        body = PruneRequest(variances=scores.variances, caps=caps, step=request.step)
+        out = await self.up.store.call(BUFFER_PRUNE, body, path=group.buffer_key)
+        return out.pruned
+
+
+def _score(
+    group: _Group, rubrics: Sequence[Rubric], outcomes: Sequence[_Outcome], *, usage: Usage
+) -> GroupScores:
+    """Step 6: the group's stage scores, returns and advantages (core); a group none of whose
+    rollouts could be judged is a 502 (`judge_unavailable`, with the usage spent)."""
+    if all(o.kind == "unscored" for o in outcomes):
+        raise ServiceError(
+            502,
+            "no rollout could be scored: " + (outcomes[0].reason or "unknown error"),
+            type="judge_unavailable",
+            usage=usage_out(usage),
+        )
+    request = group.request
+    scores = score_group(
+        rubrics,
+        [
+            RolloutJudgments(
+                missing=spans.missing,
+                judgments=o.judgments,
+                outcome="failed" if o.kind == "unscored" else o.kind,
+            )
+            for spans, o in zip(group.spans, outcomes, strict=True)
+        ],
+        lam=group.lam,
+        mode=request.mode,
+        missing_stage_score=request.missing_stage_score,
+    )
+    if scores.unscored_stages:
+        FALLBACKS.labels("stage_unscored").inc(len(scores.unscored_stages))
+    return scores
+
+
+def _results(
+    group: _Group, outcomes: Sequence[_Outcome], scores: GroupScores
+) -> list[RolloutResult]:
+    """Each rollout's part of the response: spans, scores, returns, advantages, judgments
+    and the fallback it took."""
+    return [
+        RolloutResult(
+            id=rollout.id,
+            spans=spans.spans,
+            missing_stages=spans.missing,
+            scores=rs.scores,
+            returns=rs.returns,
+            advantages=rs.advantages,
+            judgments=o.judgments,
+            fallback=None if o.kind == "full" else Fallback(kind=o.kind, reason=o.reason or ""),
+        )
+        for rollout, spans, o, rs in zip(
+            group.request.rollouts, group.spans, outcomes, scores.rollouts, strict=True
+        )
+    ]
+
+
+def _log_scored(response: StagewiseScoreResponse, *, seconds: float) -> None:
+    log.info(
+        "stagewise.scored question_id=%s rollouts=%d new=%d pruned=%d seconds=%.2f",
+        response.question_id,
+        len(response.rollouts),
+        len(response.generation.new_rubric_ids),
+        len(response.pruned),
+        seconds,
+    )
 
 
 def _no_rubrics(
@@ -425,15 +451,7 @@ def _flatten(buffer: BufferView) -> list[Rubric]:
 
 
 def _out(rubric: Rubric) -> RubricOut:
-    return RubricOut(
-        id=rubric.id,
-        stage=rubric.stage,
-        title=rubric.title,
-        description=rubric.description,
-        weight=rubric.weight,
-        polarity=rubric.polarity,
-        origin=rubric.origin,
-    )
+    return RubricOut.model_validate(rubric, from_attributes=True)
 
 
 # --- keeping stagewise scorings for reference by id ---------------------------------------
@@ -443,36 +461,23 @@ def new_scoring_id() -> str:
     return "sc_" + uuid.uuid4().hex
 
 
-async def keep_scoring(
-    store: ServiceClient,
+def scoring_record(
+    scoring_id: str,
     *,
-    tenant: str,
     question_id: str,
     request: StagewiseScoreRequest,
     rubrics: dict[Stage, list[RubricOut]],
     results: Sequence[RolloutResult],
-    clock: WaitClock | None = None,
-    attempts: int = 2,
-) -> tuple[str | None, str | None]:
-    """Store what a stagewise scoring judged: (its id, None), or (None, why) when the store
-    could not keep it after `attempts` tries (the scoring itself stands; the trainer then
-    sends the judgments inline). The id is chosen here, so a retried write that did land the
-    first time is answered as a duplicate of the same record, not a second one."""
-    scoring_id = new_scoring_id()
-    body = ScoringIn(
+) -> ScoringIn:
+    """What the store keeps of a stagewise scoring: the rubric set and each rollout's
+    scores, judgments and fallback."""
+    return ScoringIn(
         scoring_id=scoring_id,
         question_id=question_id,
         question=request.question,
         step=request.step,
         rubrics=[
-            RubricView(
-                id=r.id,
-                stage=r.stage,
-                title=r.title,
-                description=r.description,
-                weight=r.weight,
-                polarity=r.polarity,
-            )
+            RubricView.model_validate(r, from_attributes=True)
             for stage_rubrics in rubrics.values()
             for r in stage_rubrics
         ],
@@ -485,16 +490,36 @@ async def keep_scoring(
             for r in results
         },
     )
+
+
+async def keep_scoring(
+    store: ServiceClient,
+    *,
+    tenant: str,
+    question_id: str,
+    request: StagewiseScoreRequest,
+    rubrics: dict[Stage, list[RubricOut]],
+    results: Sequence[RolloutResult],
+    attempts: int = 2,
+) -> tuple[str | None, str | None]:
+    """Store what a stagewise scoring judged (`SCORING_PUT`): (its id, None), or (None, why)
+    when the store could not keep it after `attempts` tries (the scoring itself stands; the
+    trainer then sends the judgments inline). The id is chosen here, so a retried write that
+    did land the first time is answered as a duplicate of the same record, not a second one.
+    The wait is accounted to the current `request_context`, if any."""
+    scoring_id = new_scoring_id()
+    body = scoring_record(
+        scoring_id, question_id=question_id, request=request, rubrics=rubrics, results=results
+    )
     error: UpstreamError | None = None
     for attempt in range(1, max(1, attempts) + 1):
         try:
             await store.request(
-                "POST",
-                "/v1/scorings",
+                SCORING_PUT.method,
+                SCORING_PUT.path,
                 json=body.model_dump(mode="json"),
-                response_model=StoredScoring,
+                response_model=SCORING_PUT.response,
                 headers={TENANT_HEADER: tenant},
-                clock=clock,
             )
         except UpstreamError as exc:
             if exc.status == 409 and attempt > 1:

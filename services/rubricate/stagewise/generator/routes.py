@@ -1,20 +1,20 @@
+"""The rubric generator's stagewise task route: stage rubrics for a group."""
+
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from rubricate.stagewise.endpoints import STAGE_RUBRICS
+from rubricate.llm.server import task_service
+from rubricate.stagewise.generator.endpoints import STAGE_RUBRICS
 from rubricate.stagewise.generator.schemas import StageRubricsRequest, StageRubricsResponse
-from rubricate.stagewise.generator.service import RubricGeneratorService
+from rubricate.stagewise.generator.service import StageRubricService
 
 router = APIRouter(tags=["tasks"])
 
+STATE_NAME = "stage_rubrics"
+"""The attribute of `app.state` holding the `StageRubricService`."""
 
-def get_service(request: Request) -> RubricGeneratorService:
-    service: RubricGeneratorService = request.app.state.service
-    return service
-
-
-ServiceDep = Annotated[RubricGeneratorService, Depends(get_service)]
+ServiceDep = Annotated[StageRubricService, Depends(task_service(STATE_NAME))]
 
 
 @router.post(STAGE_RUBRICS.path, name=STAGE_RUBRICS.name, response_model=StageRubricsResponse)

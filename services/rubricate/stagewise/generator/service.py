@@ -3,26 +3,24 @@
 import logging
 import time
 
-from rubricate.common.usage import Usage, usage_out
-from rubricate.llm.base import GenerationParams, LLMBackend
-from rubricate.llm.judge_call import judge_call
-from rubricate.llm.server import TaskSettings
-from rubricate.llm.settings import LLMSettings
+from rubricate.common.usage import Usage
+from rubricate.llm.base import GenerationParams
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.structured import json_schema_for
+from rubricate.llm.task_service import TaskService
+from rubricate.stagewise.generator.endpoints import STAGE_RUBRICS
 from rubricate.stagewise.generator.schemas import StageRubricsRequest, StageRubricsResponse
 from rubricate.stagewise.prompts import rubric_generation as stage_rubrics
 
 log = logging.getLogger("rubricate.rubric_generator")
 
-TASK = "stage_rubric_generation"
+TASK = STAGE_RUBRICS.name  # "stage_rubric_generation", the judge metrics' task label
+
+_SCHEMA = json_schema_for(stage_rubrics.GeneratedRubrics)
 
 
-class RubricGeneratorService:
-    def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
-        self.backend = backend
-        self.tasks = tasks
-        self.llm = llm
-        self._schema = json_schema_for(stage_rubrics.GeneratedRubrics)
+class StageRubricService(TaskService):
+    """The generator's stage rubrics task (`stagewise.generator.endpoints.STAGE_RUBRICS`)."""
 
     async def stage_rubrics(self, request: StageRubricsRequest) -> StageRubricsResponse:
         messages = stage_rubrics.build_messages(
@@ -37,31 +35,25 @@ class RubricGeneratorService:
         params = GenerationParams(
             temperature=self.tasks.generation_temperature,
             max_tokens=self.tasks.generation_max_tokens,
-            json_schema=self._schema,
+            json_schema=_SCHEMA,
             schema_name="stage_rubrics",
         )
         usage = Usage()
         started = time.perf_counter()
-        output = await judge_call(
+        output = await complete_structured(
             self.backend,
             messages,
             output=stage_rubrics.GeneratedRubrics,
             params=params,
-            task=TASK,
-            llm=self.llm,
             usage=usage,
+            task=TASK,
+            **self.retry,
         )
-        elapsed = time.perf_counter() - started
         specs = output.specs()
         log.info(
             "rubrics.generated trajectories=%d new=%d seconds=%.1f",
             len(request.trajectories),
             sum(len(v) for v in specs.values()),
-            elapsed,
+            time.perf_counter() - started,
         )
-        return StageRubricsResponse(
-            rubrics=specs,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
-        )
+        return StageRubricsResponse(rubrics=specs, **self.served(usage))

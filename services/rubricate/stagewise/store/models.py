@@ -1,5 +1,5 @@
-"""Tables of the rubric buffer (SQLAlchemy 2 typed declarative), owned by the store service.
-Migrations: `rubricate/db/migrations/versions`."""
+"""Tables of the rubric buffer and of the stored stagewise scorings (SQLAlchemy 2 typed
+declarative), owned by the store service. Migrations: `rubricate/db/migrations/versions`."""
 
 from datetime import datetime
 from typing import Any
@@ -19,7 +19,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from rubricate.db.base import Base, utcnow
-from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN, TENANT_LEN
+from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN, SCORING_ID_LEN, TENANT_LEN
 from rubricate_client.schemas.curation import RubricAction
 from rubricate_client.schemas.rubrics import Origin, Polarity, Rubric, Stage
 
@@ -122,3 +122,21 @@ class RubricCurationRow(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class StagewiseScoringRow(Base):
+    """What a `/v1/stagewise/score` call judged, kept for reference by `scoring_id`."""
+
+    __tablename__ = "stagewise_scorings"
+    __table_args__ = (
+        Index("ix_stagewise_scorings_created_at", "created_at"),
+        Index("ix_stagewise_scorings_question", "tenant", "question_id", "created_at"),
+    )
+
+    tenant: Mapped[str] = mapped_column(String(TENANT_LEN), primary_key=True)
+    scoring_id: Mapped[str] = mapped_column(String(SCORING_ID_LEN), primary_key=True)
+    question_id: Mapped[str] = mapped_column(String(QUESTION_ID_LEN))
+    question: Mapped[str] = mapped_column(Text)
+    step: Mapped[int | None] = mapped_column(BigInteger)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

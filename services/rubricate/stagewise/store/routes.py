@@ -1,15 +1,21 @@
-"""The store's HTTP routes: parse, call the buffer service, respond.
+"""The store's buffer and stored-scoring routes: parse, run the unit of work in a worker
+thread (`BufferStore`, `ScoringStore`), respond. A buffer read is served from the cache
+(`BufferCache`) when it can be; every buffer write publishes the new buffer there.
 
-A database that is down or saturated is answered once for the store app (503
-`store_unavailable`, `rubricate.store.app.DATABASE_ERRORS`), not at each call."""
+Errors are answered once for the store app: the buffers' and scorings' own (`STAGEWISE_ERRORS`)
+and a database that is down or saturated (503 `store_unavailable`,
+`rubricate.store.app.DATABASE_ERRORS`)."""
 
-from typing import Annotated
+import asyncio
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.types import DecoratedCallable
 
-from rubricate.common.errors import ServiceError
+from rubricate.common.errors import ErrorMapping, ServiceError
 from rubricate.common.tenancy import TenantDep
-from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN
+from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN, SCORING_ID_LEN
 from rubricate.stagewise.store.endpoints import (
     BUFFER,
     BUFFER_ADD_RUBRICS,
@@ -17,6 +23,9 @@ from rubricate.stagewise.store.endpoints import (
     CURATIONS,
     QUESTIONS,
     RUBRIC_CURATE,
+    SCORING,
+    SCORING_PUT,
+    SCORINGS,
 )
 from rubricate.stagewise.store.schemas import (
     MAX_SEARCH_CHARS,
@@ -27,13 +36,17 @@ from rubricate.stagewise.store.schemas import (
     PruneRequest,
     PruneResponse,
     QuestionQuery,
+    ScoringIn,
 )
+from rubricate.stagewise.store.scorings import ScoringExistsError, ScoringStore
 from rubricate.stagewise.store.service import (
+    BufferCache,
     BufferNotFoundError,
-    BufferService,
+    BufferStore,
     CurationConflictError,
     RubricNotFoundError,
 )
+from rubricate_client.endpoints import Endpoint
 from rubricate_client.headers import DEFAULT_TENANT
 from rubricate_client.schemas.buffers import (
     BufferView,
@@ -43,90 +56,133 @@ from rubricate_client.schemas.buffers import (
 )
 from rubricate_client.schemas.curation import CurationList
 from rubricate_client.schemas.limits import MAX_LIST_OFFSET
+from rubricate_client.schemas.scorings import ScoringList, StoredScoring
 
 router = APIRouter(tags=["buffers"])
+scorings_router = APIRouter(tags=["scorings"])
+MAX_SCORINGS_PAGE = 100
 
 
-def get_buffers(request: Request) -> BufferService:
-    service: BufferService = request.app.state.buffers
-    return service
+def get_store(request: Request) -> BufferStore:
+    store: BufferStore = request.app.state.store
+    return store
 
 
-BuffersDep = Annotated[BufferService, Depends(get_buffers)]
+def get_buffer_cache(request: Request) -> BufferCache:
+    cache: BufferCache = request.app.state.buffers
+    return cache
+
+
+def get_scorings(request: Request) -> ScoringStore:
+    scorings: ScoringStore = request.app.state.scorings
+    return scorings
+
+
+StoreDep = Annotated[BufferStore, Depends(get_store)]
+CacheDep = Annotated[BufferCache, Depends(get_buffer_cache)]
+ScoringsDep = Annotated[ScoringStore, Depends(get_scorings)]
+
+
 QuestionIdPath = Annotated[
     str, Path(min_length=1, max_length=QUESTION_ID_LEN, description="The buffer's key.")
 ]
 RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
+ScoringIdPath = Annotated[str, Path(min_length=1, max_length=SCORING_ID_LEN)]
 
 
-def _not_found(question_id: str) -> ServiceError:
-    return ServiceError(
-        404,
-        f"no rubric buffer for question {question_id!r}",
-        type="not_found",
+def _route(
+    on: APIRouter, endpoint: Endpoint[Any, Any], **kwargs: Any
+) -> Callable[[DecoratedCallable], DecoratedCallable]:
+    """The decorator of the route serving `endpoint` on `on`: its method, path and response
+    model."""
+    return on.api_route(
+        endpoint.path, methods=[endpoint.method], response_model=endpoint.response, **kwargs
     )
 
 
-@router.get(
-    BUFFER.path,
-    response_model=BufferView,
-    summary="A question's rubric buffer (rubrics not pruned, per stage)",
-)
+def _as(
+    status_code: int, type: str, field: str | None = None
+) -> Callable[[Exception], ServiceError]:
+    return lambda exc: ServiceError(status_code, str(exc), type=type, field=field)
+
+
+def _scoring_exists(exc: Exception) -> ServiceError:
+    return ServiceError(409, f"scoring {exc} exists", type="conflict", field="scoring_id")
+
+
+STAGEWISE_ERRORS: ErrorMapping = {
+    BufferNotFoundError: _as(404, "not_found"),
+    RubricNotFoundError: _as(404, "not_found"),
+    CurationConflictError: _as(409, "conflict"),
+    ScoringExistsError: _scoring_exists,
+}
+"""The buffers' and stored scorings' errors as the store answers them, registered once on
+the store app: an unknown buffer or rubric is a 404, a curation that does not apply or a
+scoring id taken a 409."""
+
+
+@_route(router, BUFFER, summary="A question's rubric buffer (rubrics not pruned, per stage)")
 async def get_buffer(
-    question_id: QuestionIdPath, buffers: BuffersDep, tenant: TenantDep = DEFAULT_TENANT
+    question_id: QuestionIdPath,
+    store: StoreDep,
+    cache: CacheDep,
+    tenant: TenantDep = DEFAULT_TENANT,
 ) -> BufferView:
-    view = await buffers.get(tenant, question_id)
+    view = await cache.get(tenant, question_id)
     if view is None:
-        raise _not_found(question_id)
+        view = await asyncio.to_thread(store.get, tenant, question_id)
+        if view is None:
+            raise BufferNotFoundError(tenant, question_id)
+        await cache.publish(tenant, view)
     return view
 
 
-@router.post(
-    BUFFER_ADD_RUBRICS.path,
-    response_model=BufferView,
-    summary="Add rubrics to a question's buffer (created if needed)",
+@_route(
+    router, BUFFER_ADD_RUBRICS, summary="Add rubrics to a question's buffer (created if needed)"
 )
 async def add_rubrics(
     question_id: QuestionIdPath,
     body: AddRubricsRequest,
-    buffers: BuffersDep,
+    store: StoreDep,
+    cache: CacheDep,
     tenant: TenantDep = DEFAULT_TENANT,
 ) -> BufferView:
-    return await buffers.add(
-        tenant, question_id, question=body.question, rubrics=body.rubrics, step=body.step
+    view = await asyncio.to_thread(
+        store.add, tenant, question_id, question=body.question, rubrics=body.rubrics, step=body.step
     )
+    await cache.publish(tenant, view)
+    return view
 
 
-@router.post(
-    BUFFER_PRUNE.path,
-    response_model=PruneResponse,
+@_route(
+    router,
+    BUFFER_PRUNE,
     summary="Record a group's rubric variances and prune actives over the caps",
 )
 async def prune(
     question_id: QuestionIdPath,
     body: PruneRequest,
-    buffers: BuffersDep,
+    store: StoreDep,
+    cache: CacheDep,
     tenant: TenantDep = DEFAULT_TENANT,
 ) -> PruneResponse:
-    try:
-        return await buffers.prune(
-            tenant,
-            question_id,
-            variances=body.variances,
-            caps=body.caps.as_dict(),
-            step=body.step,
-        )
-    except BufferNotFoundError as exc:
-        raise _not_found(question_id) from exc
+    result = await asyncio.to_thread(
+        store.prune,
+        tenant,
+        question_id,
+        variances=body.variances,
+        caps=body.caps.as_dict(),
+        step=body.step,
+    )
+    await cache.publish(tenant, result.buffer)
+    return result
 
 
-@router.get(
-    QUESTIONS.path,
-    response_model=QuestionList,
-    summary="The tenant's questions with their rubric counts, one page at a time",
+@_route(
+    router, QUESTIONS, summary="The tenant's questions with their rubric counts, one page at a time"
 )
 async def list_questions(
-    buffers: BuffersDep,
+    store: StoreDep,
     search: Annotated[str | None, Query(max_length=MAX_SEARCH_CHARS)] = None,
     sort: QuestionSort = "recent",
     offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
@@ -136,40 +192,69 @@ async def list_questions(
     query = QuestionQuery(
         search=(search or "").strip() or None, sort=sort, offset=offset, limit=limit
     )
-    return await buffers.list_questions(tenant, query)
+    return await asyncio.to_thread(store.list_questions, tenant, query)
 
 
-@router.post(
-    RUBRIC_CURATE.path,
-    response_model=RubricCurationResult,
-    summary="Pin, unpin, retire or edit one rubric (the author is recorded)",
+@_route(
+    router, RUBRIC_CURATE, summary="Pin, unpin, retire or edit one rubric (the author is recorded)"
 )
 async def curate(
     question_id: QuestionIdPath,
     rubric_id: RubricIdPath,
     body: CurateRubricRequest,
-    buffers: BuffersDep,
+    store: StoreDep,
+    cache: CacheDep,
     tenant: TenantDep = DEFAULT_TENANT,
 ) -> RubricCurationResult:
-    try:
-        return await buffers.curate(tenant, question_id, rubric_id, body)
-    except BufferNotFoundError as exc:
-        raise _not_found(question_id) from exc
-    except RubricNotFoundError as exc:
-        raise ServiceError(404, str(exc), type="not_found") from exc
-    except CurationConflictError as exc:
-        raise ServiceError(409, str(exc), type="conflict") from exc
+    result, view = await asyncio.to_thread(store.curate, tenant, question_id, rubric_id, body)
+    await cache.publish(tenant, view)
+    return result
 
 
-@router.get(
-    CURATIONS.path,
-    response_model=CurationList,
+@_route(
+    router,
+    CURATIONS,
     summary="Who pinned, retired or edited which rubric of the question, newest first",
 )
 async def curations(
-    question_id: QuestionIdPath, buffers: BuffersDep, tenant: TenantDep = DEFAULT_TENANT
+    question_id: QuestionIdPath, store: StoreDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> CurationList:
-    found = await buffers.curations(tenant, question_id)
+    found = await asyncio.to_thread(store.curations, tenant, question_id)
     if found is None:
-        raise _not_found(question_id)
+        raise BufferNotFoundError(tenant, question_id)
+    return found
+
+
+@_route(
+    scorings_router,
+    SCORING_PUT,
+    status_code=201,
+    summary="Keep a stagewise scoring for reference by id",
+)
+async def put_scoring(
+    body: ScoringIn, scorings: ScoringsDep, tenant: TenantDep = DEFAULT_TENANT
+) -> StoredScoring:
+    return await asyncio.to_thread(scorings.put_scoring, tenant, body)
+
+
+@_route(scorings_router, SCORINGS, summary="A question's latest stored scorings, newest first")
+async def list_scorings(
+    scorings: ScoringsDep,
+    question_id: Annotated[str, Query(min_length=1, max_length=QUESTION_ID_LEN)],
+    tenant: TenantDep = DEFAULT_TENANT,
+    limit: Annotated[int, Query(ge=1, le=MAX_SCORINGS_PAGE)] = 20,
+) -> ScoringList:
+    found = await asyncio.to_thread(scorings.list_scorings, tenant, question_id, limit=limit)
+    return ScoringList(scorings=found)
+
+
+@_route(scorings_router, SCORING)
+async def get_scoring(
+    scoring_id: ScoringIdPath, scorings: ScoringsDep, tenant: TenantDep = DEFAULT_TENANT
+) -> StoredScoring:
+    found = await asyncio.to_thread(scorings.get_scoring, tenant, scoring_id)
+    if found is None:
+        raise ServiceError(
+            404, f"no stagewise scoring {scoring_id!r} (unknown or expired)", type="not_found"
+        )
     return found

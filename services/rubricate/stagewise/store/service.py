@@ -1,11 +1,11 @@
-"""The buffer service: `BufferStore` (synchronous units of work on the database) and
-`BufferService` (async: cache in front, database work in worker threads).
+"""The rubric buffers: `BufferStore` (synchronous units of work on the database, which the
+routes run in worker threads) and `BufferCache` (the buffers' cached reads, published after
+each write).
 
 Every write locks the question first, so concurrent groups of the same question are applied
 one after the other and none loses a rubric; each request commits once.
 """
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +35,7 @@ from rubricate_client.schemas.buffers import (
     RubricCurationResult,
 )
 from rubricate_client.schemas.curation import CurationEvent, CurationList
-from rubricate_client.schemas.rubrics import Rubric, Stage
+from rubricate_client.schemas.rubrics import Origin, Rubric, RubricSpec, Stage
 
 log = logging.getLogger("rubricate.store")
 
@@ -67,6 +67,11 @@ class AddOutcome:
     upgraded: list[str]
     refused: list[str]
     """Retired rubrics proposed again: never re-activated."""
+
+    @property
+    def changed(self) -> bool:
+        """Whether the buffer changed (a rubric inserted, re-activated or made persistent)."""
+        return bool(self.inserted or self.reactivated or self.upgraded)
 
 
 def _view(question: QuestionRow, rows: Sequence[RubricRow]) -> BufferView:
@@ -117,6 +122,207 @@ def _merge_duplicates(rubrics: Sequence[Rubric]) -> dict[str, Rubric]:
     return merged
 
 
+def _new_row(
+    tenant: str,
+    question_id: str,
+    rid: str,
+    spec: RubricSpec,
+    *,
+    stage: Stage,
+    origin: Origin,
+    created_step: int | None,
+    seq: int,
+    now: datetime,
+    **curation: str | datetime | None,
+) -> RubricRow:
+    """A new live rubric row with the text, weight and polarity of `spec`, not measured yet;
+    `curation`: the pin it keeps and the author of an edit."""
+    return RubricRow(
+        tenant=tenant,
+        question_id=question_id,
+        id=rid,
+        stage=stage,
+        origin=origin,
+        title=spec.title,
+        description=spec.description,
+        weight=spec.weight,
+        polarity=spec.polarity,
+        created_step=created_step,
+        variance=None,
+        seq=seq,
+        created_at=now,
+        **curation,
+    )
+
+
+def _reactivate(row: RubricRow, rubric: Rubric, *, created_step: int | None, seq: int) -> None:
+    """A pruned rubric back in the buffer: the proposal's text, a new insertion order, and
+    its variance reset (it must be measured again before pruning)."""
+    row.origin = rubric.origin
+    row.title = rubric.title
+    row.description = rubric.description
+    row.weight = rubric.weight
+    row.created_step = created_step
+    row.variance = None
+    row.seq = seq
+    row.pruned_at = None
+    row.pruned_step = None
+
+
+def _apply_adds(
+    repo: BufferRepository,
+    tenant: str,
+    question_id: str,
+    incoming: Mapping[str, Rubric],
+    *,
+    step: int | None,
+    now: datetime,
+) -> AddOutcome:
+    """Insert new ids, re-activate pruned ones, make an active one persistent when a
+    persistent copy comes, refuse retired ones (the question is locked)."""
+    outcome = AddOutcome(inserted=[], reactivated=[], upgraded=[], refused=[])
+    stored = repo.rubrics_by_id(tenant, question_id, incoming)
+    seq: int | None = None
+    new_rows: list[RubricRow] = []
+    for rid, rubric in incoming.items():
+        existing = stored.get(rid)
+        if existing is not None and existing.retired_at is not None:
+            outcome.refused.append(rid)
+            continue
+        if existing is not None and existing.pruned_at is None:
+            if rubric.origin == "persistent" and existing.origin != "persistent":
+                existing.origin = "persistent"
+                outcome.upgraded.append(rid)
+            continue
+        if seq is None:
+            seq = repo.next_seq(tenant, question_id)
+        created_step = rubric.created_step if rubric.created_step is not None else step
+        if existing is None:
+            new_rows.append(
+                _new_row(
+                    tenant,
+                    question_id,
+                    rid,
+                    rubric,
+                    stage=rubric.stage,
+                    origin=rubric.origin,
+                    created_step=created_step,
+                    seq=seq,
+                    now=now,
+                )
+            )
+            outcome.inserted.append(rid)
+        else:
+            _reactivate(existing, rubric, created_step=created_step, seq=seq)
+            outcome.reactivated.append(rid)
+        seq += 1
+    repo.add_rubrics(new_rows)
+    return outcome
+
+
+def _curation_target(
+    repo: BufferRepository,
+    tenant: str,
+    question_id: str,
+    rid: str,
+    request: CurateRubricRequest,
+) -> tuple[QuestionRow, RubricRow]:
+    """The question (locked) and the rubric a curation applies to. Raises
+    BufferNotFoundError, RubricNotFoundError and CurationConflictError."""
+    question = repo.lock_question(tenant, question_id)
+    if question is None:
+        raise BufferNotFoundError(tenant, question_id)
+    row = repo.rubric(tenant, question_id, rid)
+    if row is None:
+        raise RubricNotFoundError(question_id, rid)
+    state = RubricState(
+        pinned=row.pinned_at is not None,
+        pruned=row.pruned_at is not None,
+        retired=row.retired_at is not None,
+    )
+    conflict = curation_conflict(request.action, state)
+    if conflict is not None:
+        raise CurationConflictError(conflict)
+    return question, row
+
+
+def _apply_curation(
+    repo: BufferRepository, row: RubricRow, request: CurateRubricRequest, *, now: datetime
+) -> tuple[RubricRow, dict[str, object]]:
+    """Pin, unpin, retire or edit `row`: the rubric as it now stands (an edit's new one)
+    and the event's detail."""
+    author = request.author
+    if request.action == "pin":
+        row.pinned_at, row.pinned_by = now, author
+    elif request.action == "unpin":
+        row.pinned_at, row.pinned_by = None, None
+    elif request.action == "retire":
+        _retire(row, author=author, now=now)
+    else:
+        return _edit(repo, row, request, now=now)
+    return row, {}
+
+
+def _edit(
+    repo: BufferRepository, row: RubricRow, request: CurateRubricRequest, *, now: datetime
+) -> tuple[RubricRow, dict[str, object]]:
+    """An edit retires `row` and adds the edited rubric under its own id (keeping the pin)."""
+    assert request.edit is not None  # the request's validator requires it
+    tenant, question_id = row.tenant, row.question_id
+    new_id = rubric_id(stage=row.stage, spec=request.edit)
+    if repo.rubric(tenant, question_id, new_id) is not None:
+        raise CurationConflictError(
+            f"cannot edit: the edited rubric's id {new_id!r} is already taken in "
+            "this question's buffer (ids derive from the stage, polarity, title and "
+            "description, not the weight; a pruned or retired rubric keeps its id)"
+        )
+    edited = _new_row(
+        tenant,
+        question_id,
+        new_id,
+        request.edit,
+        stage=row.stage,
+        origin=row.origin,
+        created_step=None,
+        seq=repo.next_seq(tenant, question_id),
+        now=now,
+        pinned_at=row.pinned_at,
+        pinned_by=row.pinned_by,
+        created_by=request.author,
+    )
+    _retire(row, author=request.author, now=now)
+    row.replaced_by = new_id
+    repo.add_rubrics([edited])
+    return edited, {"replaced_by": new_id}
+
+
+def _record_curation(
+    repo: BufferRepository,
+    question: QuestionRow,
+    row: RubricRow,
+    request: CurateRubricRequest,
+    *,
+    detail: dict[str, object],
+    now: datetime,
+) -> RubricCurationRow:
+    """Append the curation event and bump the buffer's version."""
+    event = RubricCurationRow(
+        tenant=question.tenant,
+        question_id=question.question_id,
+        seq=repo.next_curation_seq(question.tenant, question.question_id),
+        rubric_id=row.id,
+        action=request.action,
+        author=request.author,
+        reason=request.reason or None,
+        at=now,
+        detail=detail,
+    )
+    repo.add_curation(event)
+    question.version += 1
+    question.updated_at = now
+    return event
+
+
 class BufferStore:
     """The rubric buffers in the database. Synchronous; each method is one transaction."""
 
@@ -164,68 +370,21 @@ class BufferStore:
     ) -> tuple[BufferView, AddOutcome]:
         """`add`, also saying which ids were inserted, re-activated and made persistent."""
         now = utcnow()
-        incoming = _merge_duplicates(rubrics)
-        outcome = AddOutcome(inserted=[], reactivated=[], upgraded=[], refused=[])
         with unit_of_work(self.engine, write=True) as session:
             repo = BufferRepository(session)
             repo.ensure_question(tenant, question_id, question=question, now=now)
             row = repo.lock_question(tenant, question_id)
             if row is None:  # pragma: no cover - ensured just above, in this transaction
                 raise BufferNotFoundError(tenant, question_id)
-            stored = repo.rubrics_by_id(tenant, question_id, incoming)
-            seq: int | None = None
-            new_rows: list[RubricRow] = []
-            for rid, rubric in incoming.items():
-                existing = stored.get(rid)
-                created_step = rubric.created_step if rubric.created_step is not None else step
-                if existing is not None and existing.retired_at is not None:
-                    outcome.refused.append(rid)
-                    continue
-                if existing is not None and existing.pruned_at is None:
-                    if rubric.origin == "persistent" and existing.origin != "persistent":
-                        existing.origin = "persistent"
-                        outcome.upgraded.append(rid)
-                    continue
-                if seq is None:
-                    seq = repo.next_seq(tenant, question_id)
-                if existing is None:
-                    new_rows.append(
-                        RubricRow(
-                            tenant=tenant,
-                            question_id=question_id,
-                            id=rid,
-                            stage=rubric.stage,
-                            origin=rubric.origin,
-                            title=rubric.title,
-                            description=rubric.description,
-                            weight=rubric.weight,
-                            polarity=rubric.polarity,
-                            created_step=created_step,
-                            variance=None,
-                            seq=seq,
-                            created_at=now,
-                        )
-                    )
-                    outcome.inserted.append(rid)
-                else:
-                    existing.origin = rubric.origin
-                    existing.title = rubric.title
-                    existing.description = rubric.description
-                    existing.weight = rubric.weight
-                    existing.created_step = created_step
-                    existing.variance = None
-                    existing.seq = seq
-                    existing.pruned_at = None
-                    existing.pruned_step = None
-                    outcome.reactivated.append(rid)
-                seq += 1
-            repo.add_rubrics(new_rows)
-            if row.version == 0 or outcome.inserted or outcome.reactivated or outcome.upgraded:
+            outcome = _apply_adds(
+                repo, tenant, question_id, _merge_duplicates(rubrics), step=step, now=now
+            )
+            if row.version == 0 or outcome.changed:
                 row.version += 1
                 row.updated_at = now
             repo.flush()
             view = _view(row, repo.live_rubrics(tenant, question_id))
-        if outcome.inserted or outcome.reactivated or outcome.upgraded:
+        if outcome.changed:
             log.info(
                 "store.added tenant=%s question_id=%s inserted=%d reactivated=%d upgraded=%d "
                 "version=%d",
@@ -295,74 +454,9 @@ class BufferStore:
         now = utcnow()
         with unit_of_work(self.engine, write=True) as session:
             repo = BufferRepository(session)
-            question = repo.lock_question(tenant, question_id)
-            if question is None:
-                raise BufferNotFoundError(tenant, question_id)
-            row = repo.rubric(tenant, question_id, rid)
-            if row is None:
-                raise RubricNotFoundError(question_id, rid)
-            state = RubricState(
-                pinned=row.pinned_at is not None,
-                pruned=row.pruned_at is not None,
-                retired=row.retired_at is not None,
-            )
-            conflict = curation_conflict(request.action, state)
-            if conflict is not None:
-                raise CurationConflictError(conflict)
-            author = request.author
-            detail: dict[str, object] = {}
-            result_row = row
-            if request.action == "pin":
-                row.pinned_at, row.pinned_by = now, author
-            elif request.action == "unpin":
-                row.pinned_at, row.pinned_by = None, None
-            elif request.action == "retire":
-                _retire(row, author=author, now=now)
-            else:
-                assert request.edit is not None  # the request's validator requires it
-                new_id = rubric_id(stage=row.stage, spec=request.edit)
-                if repo.rubric(tenant, question_id, new_id) is not None:
-                    raise CurationConflictError(
-                        f"cannot edit: the edited rubric's id {new_id!r} is already taken in "
-                        "this question's buffer (ids derive from the stage, polarity, title and "
-                        "description, not the weight; a pruned or retired rubric keeps its id)"
-                    )
-                result_row = RubricRow(
-                    tenant=tenant,
-                    question_id=question_id,
-                    id=new_id,
-                    stage=row.stage,
-                    origin=row.origin,
-                    title=request.edit.title,
-                    description=request.edit.description,
-                    weight=request.edit.weight,
-                    polarity=request.edit.polarity,
-                    created_step=None,
-                    variance=None,
-                    seq=repo.next_seq(tenant, question_id),
-                    created_at=now,
-                    pinned_at=row.pinned_at,
-                    pinned_by=row.pinned_by,
-                    created_by=author,
-                )
-                _retire(row, author=author, now=now)
-                row.replaced_by = new_id
-                repo.add_rubrics([result_row])
-                detail = {"replaced_by": new_id}
-            event = RubricCurationRow(
-                tenant=tenant,
-                question_id=question_id,
-                seq=repo.next_curation_seq(tenant, question_id),
-                rubric_id=row.id,
-                action=request.action,
-                author=author,
-                reason=request.reason or None,
-                at=now,
-                detail=detail,
-            )
-            repo.add_curation(event)
-            question.version += 1
-            question.updated_at = now
+            question, row = _curation_target(repo, tenant, question_id, rid, request)
+            result_row, detail = _apply_curation(repo, row, request, now=now)
+            event = _record_curation(repo, question, row, request, detail=detail, now=now)
             repo.flush()
             view = _view(question, repo.live_rubrics(tenant, question_id))
             result = RubricCurationResult(
@@ -440,81 +534,30 @@ def cache_key(tenant: str, question_id: str) -> str:
     return f"rubricate:store:buffer:v1:{tenant}:{question_id}"
 
 
-class BufferService:
-    """Async facade used by the routes: cached reads, writes that publish the new buffer.
+class BufferCache:
+    """The buffers' cached reads (`cache_key`), in front of `BufferStore`: the routes read
+    here first and fill a miss from the database; after each committed write they publish
+    the new buffer, versioned, so an older buffer read concurrently from the database can
+    never replace it."""
 
-    After each committed write the new buffer is published to the cache, versioned: an
-    older buffer read concurrently from the database can never replace it.
-    """
-
-    def __init__(self, store: BufferStore, cache: Cache, *, ttl_s: float = 300.0) -> None:
-        self.store = store
+    def __init__(self, cache: Cache, *, ttl_s: float = 300.0) -> None:
         self.cache = cache
         self.ttl_s = ttl_s
 
     async def get(self, tenant: str, question_id: str) -> BufferView | None:
+        """The cached buffer, or None (not cached, or an unreadable entry, then dropped)."""
         key = cache_key(tenant, question_id)
         raw = await self.cache.get(key)
-        if raw is not None:
-            try:
-                return BufferView.model_validate_json(raw)
-            except ValidationError:
-                log.warning("store.cache_entry_invalid key=%s", key)
-                await self.cache.delete(key)
-        view = await asyncio.to_thread(self.store.get, tenant, question_id)
-        if view is not None:
-            await self._publish(tenant, view)
-        return view
+        if raw is None:
+            return None
+        try:
+            return BufferView.model_validate_json(raw)
+        except ValidationError:
+            log.warning("store.cache_entry_invalid key=%s", key)
+            await self.cache.delete(key)
+            return None
 
-    async def add(
-        self,
-        tenant: str,
-        question_id: str,
-        *,
-        question: str,
-        rubrics: Sequence[Rubric],
-        step: int | None = None,
-    ) -> BufferView:
-        view = await asyncio.to_thread(
-            lambda: self.store.add(
-                tenant, question_id, question=question, rubrics=rubrics, step=step
-            )
-        )
-        await self._publish(tenant, view)
-        return view
-
-    async def prune(
-        self,
-        tenant: str,
-        question_id: str,
-        *,
-        variances: Mapping[str, float],
-        caps: Mapping[Stage, int] = ACTIVE_CAPS,
-        step: int | None = None,
-    ) -> PruneResponse:
-        result = await asyncio.to_thread(
-            lambda: self.store.prune(tenant, question_id, variances=variances, caps=caps, step=step)
-        )
-        await self._publish(tenant, result.buffer)
-        return result
-
-    async def curate(
-        self, tenant: str, question_id: str, rid: str, request: CurateRubricRequest
-    ) -> RubricCurationResult:
-        result, view = await asyncio.to_thread(self.store.curate, tenant, question_id, rid, request)
-        await self._publish(tenant, view)
-        return result
-
-    async def curations(self, tenant: str, question_id: str) -> CurationList | None:
-        return await asyncio.to_thread(self.store.curations, tenant, question_id)
-
-    async def list_questions(self, tenant: str, query: QuestionQuery) -> QuestionList:
-        return await asyncio.to_thread(self.store.list_questions, tenant, query)
-
-    async def stats(self) -> StoreStats:
-        return await asyncio.to_thread(self.store.stats)
-
-    async def _publish(self, tenant: str, view: BufferView) -> None:
+    async def publish(self, tenant: str, view: BufferView) -> None:
         await self.cache.set(
             cache_key(tenant, view.question_id),
             view.model_dump_json(),

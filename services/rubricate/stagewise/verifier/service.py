@@ -13,52 +13,51 @@ run back to back and only as many requests as there are slots run at once, so co
 requests do not evict each other's prefix.
 """
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, Literal
 
-from rubricate.common.metrics import JUDGE_LATENCY, LLM_TOKENS
-from rubricate.common.usage import Usage, usage_out
+from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams, LLMBackend
-from rubricate.llm.choice_call import scored_choices
-from rubricate.llm.judge_call import judge_call
+from rubricate.llm.calls import (
+    complete_structured,
+    gather_or_cancel,
+    judge_metrics,
+    scored_choices,
+)
 from rubricate.llm.request_gate import RequestGate
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
+from rubricate.llm.task_service import TaskService
 from rubricate.stagewise.prompts import scoring as stage_scoring
+from rubricate.stagewise.verifier.endpoints import STAGE_SCORES
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.rubrics import Judgment, Rubric
 
 log = logging.getLogger("rubricate.verifier")
 
-T = TypeVar("T")
+TASK = STAGE_SCORES.name  # "stage_scoring", the judge metrics' task label
 
-TASK = "stage_scoring"
+_SHEET = json_schema_for(stage_scoring.ScoreSheet)
 
 
-class VerifierService:
+@cache
+def _sheet_schema(n_rubrics: int) -> dict[str, Any]:
+    """The score sheet's schema for exactly `n_rubrics` items (built once per count)."""
+    return stage_scoring.sheet_schema(_SHEET, n_rubrics=n_rubrics)
+
+
+class StageScoringService(TaskService):
+    """The verifier's stage scores task (`stagewise.verifier.endpoints.STAGE_SCORES`)."""
+
     def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
-        self.backend = backend
-        self.tasks = tasks
-        self.llm = llm
-        self._schema = json_schema_for(stage_scoring.ScoreSheet)
-        self._schemas: dict[int, dict[str, Any]] = {}
-        self.design = self._design()
+        super().__init__(backend=backend, tasks=tasks, llm=llm)
+        self.design = chosen_design(self.tasks.scoring_design, backend, llm)
         self.gate = RequestGate(llm, backend.name)
-
-    def _design(self) -> Literal["generate", "choices"]:
-        return chosen_design(self.tasks.scoring_design, self.backend, self.llm)
-
-    def _schema_for(self, n_rubrics: int) -> dict[str, Any]:
-        schema = self._schemas.get(n_rubrics)
-        if schema is None:
-            schema = stage_scoring.sheet_schema(self._schema, n_rubrics=n_rubrics)
-            self._schemas[n_rubrics] = schema
-        return schema
 
     async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
         if self.design == "choices":
@@ -74,30 +73,26 @@ class VerifierService:
         params = GenerationParams(
             temperature=self.tasks.scoring_temperature,
             max_tokens=self.tasks.scoring_max_tokens,
-            json_schema=self._schema_for(len(rubrics)),
+            json_schema=_sheet_schema(len(rubrics)),
             schema_name="score_sheet",
         )
         usage = Usage()
-        stage_label = _stage_label(rubrics)
         started = time.perf_counter()
-        sheet = await judge_call(
+        sheet = await complete_structured(
             self.backend,
             messages,
             output=stage_scoring.ScoreSheet,
             params=params,
-            task=TASK,
-            llm=self.llm,
             usage=usage,
+            task=TASK,
             validate=lambda s: stage_scoring.check_sheet(s, n_rubrics=len(rubrics)),
-            stage=stage_label,
+            stage=_stage_label(rubrics),
+            **self.retry,
         )
         elapsed = time.perf_counter() - started
         log.info("stages.scored rubrics=%d seconds=%.1f", len(rubrics), elapsed)
         return StageScoresResponse(
-            judgments=stage_scoring.to_judgments(sheet, rubrics),
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            judgments=stage_scoring.to_judgments(sheet, rubrics), **self.served(usage)
         )
 
     async def _choose(self, request: StageScoresRequest) -> StageScoresResponse:
@@ -124,34 +119,29 @@ class VerifierService:
                 reply_prefix="",
                 choices=stage_scoring.CHOICES,
                 task=TASK,
-                llm=self.llm,
                 usage=usage,
+                **self.retry,
             )
             return stage_scoring.choice_judgment(rubrics[index], scores.logprobs)
 
-        try:
+        stage = _stage_label(rubrics)
+        with judge_metrics(TASK, stage, self.backend.name, usage, completion_tokens=False):
             judgments = [await judge(0)]
             if self.gate.passes_back_to_back:
                 for index in range(1, len(rubrics)):
                     judgments.append(await judge(index))
             else:
                 judgments += await gather_or_cancel(judge(i) for i in range(1, len(rubrics)))
-        finally:
-            JUDGE_LATENCY.labels(TASK, _stage_label(rubrics), self.backend.name).observe(
-                time.perf_counter() - started
-            )
-            LLM_TOKENS.labels(TASK, self.backend.name, "prompt").inc(usage.prompt_tokens)
         log.info(
             "stages.scored design=choices rubrics=%d seconds=%.1f",
             len(rubrics),
             time.perf_counter() - started,
         )
-        return StageScoresResponse(
-            judgments=judgments,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
-        )
+        return StageScoresResponse(judgments=judgments, **self.served(usage))
+
+
+"""The former name, kept while `evaluation/injection.py`, `benchmarks/` and `tests/audit/`
+still import it."""
 
 
 def chosen_design(
@@ -174,18 +164,6 @@ def chosen_design(
         measured_faster = backend.name == "embedded" or llm.prefix_cache == "per_slot"
         return "choices" if can and measured_faster else "generate"
     return wanted
-
-
-async def gather_or_cancel(calls: Iterable[Awaitable[T]]) -> list[T]:
-    """Await `calls` concurrently, in order; the first failure cancels the others."""
-    tasks = [asyncio.ensure_future(call) for call in calls]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def _stage_label(rubrics: Sequence[Rubric]) -> str:

@@ -7,6 +7,8 @@
   action; the outcome decomposed over the steps (core). A step whose calls fail after retries
   is flagged and left out of the decomposition; if every step fails the request fails.
 The listwise reward and multi-judge ranking live in `gateway/ranking.py` (`self.ranking`).
+Each request opens one `request_context`: its model-server calls (`ServiceClient.call` of the
+`steps.verifier.endpoints`, `steps.generator.endpoints` tasks) count their wait and LLM usage to it.
 
 Material that addresses the judge (GitHub issue 25) is found and withheld by the verifier;
 its markers are copied into the public responses (`judge_addressing`) and, with a tenant
@@ -17,19 +19,20 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
-from rubricate.common.request_context import WaitClock
+from rubricate.common.request_context import request_context
 from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams
-from rubricate.common.usage import Usage, usage_out
+from rubricate.common.usage import usage_out
 from rubricate.steps.domain.rewards import (
     Criterion,
+    StepRewards,
     Verdict,
     decompose_outcome,
     make_rubric,
@@ -47,9 +50,16 @@ from rubricate.steps.domain.segmentation import (
     segment_steps,
     segment_text,
 )
-from rubricate.steps.gateway.ranking import RankingService, timing_since
-from rubricate.steps.generator.schemas import StepRubricTaskRequest, StepRubricTaskResponse
-from rubricate.steps.verifier.schemas import StepVerdictsRequest, StepVerdictsResponse
+from rubricate.steps.gateway.ranking import RankingService
+from rubricate.steps.gateway.shared import (
+    AddressingReporter,
+    hand_over,
+    judge_unavailable,
+    step_verdicts,
+    timing_since,
+)
+from rubricate.steps.generator.endpoints import STEP_RUBRIC
+from rubricate.steps.generator.schemas import StepRubricTaskRequest
 from rubricate_client.constants import STEP_MAX_RETRIES
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.audit import AddressingReport
@@ -73,10 +83,6 @@ from rubricate_client.schemas.steps import (
 )
 
 log = logging.getLogger("rubricate.steps.gateway.service")
-
-AddressingReporter = Callable[[str, AddressingReport], None]
-"""Where a request in which something addressed the judge is handed to the audit (tenant,
-report): the gateway's `AuditSubmitter.addressing`, which returns at once and never raises."""
 
 
 class StepSettings(BaseSettings):
@@ -129,7 +135,8 @@ class StepsService:
             for i, url in enumerate(settings.judge_urls)
         ]
         self.ranking = RankingService(
-            calls=self,
+            verifier=upstreams.verifier,
+            history=self.history,
             judges=self._own_judges or [upstreams.verifier],
             concurrency=settings.concurrency,
             rank_temperature=settings.rank_temperature,
@@ -187,112 +194,49 @@ class StepsService:
         question: str,
         history: str,
         k: int,
-        temperature: float | None,
-        seed: int | None,
-        clock: WaitClock,
-        usage: Usage,
+        temperature: float | None = None,
+        seed: int | None = None,
     ) -> list[Criterion]:
+        """One step-rubric call (the generator); its wait and usage count to the request's
+        context."""
         body = StepRubricTaskRequest(
             question=question, history=history, k=k, temperature=temperature, seed=seed
         )
-        out = await self.up.generator.task(
-            "/v1/tasks/step-rubric",
-            body,
-            response_model=StepRubricTaskResponse,
-            clock=clock,
-            usage=usage,
-        )
+        out = await self.up.generator.call(STEP_RUBRIC, body)
         return make_rubric(
             [c.criterion for c in out.criteria], [float(c.weight) for c in out.criteria]
         )
 
-    async def verdicts(
-        self,
-        *,
-        question: str,
-        history: str,
-        action: str,
-        criteria: Sequence[Criterion],
-        clock: WaitClock,
-        usage: Usage,
-    ) -> list[Verdict]:
-        verdicts, _ = await self.verdicts_flagged(
-            question=question,
-            history=history,
-            action=action,
-            criteria=criteria,
-            clock=clock,
-            usage=usage,
-        )
-        return verdicts
-
-    async def verdicts_flagged(
-        self,
-        *,
-        question: str,
-        history: str,
-        action: str,
-        criteria: Sequence[Criterion],
-        clock: WaitClock,
-        usage: Usage,
-    ) -> tuple[list[Verdict], list[str]]:
-        """The verdicts, and what in the material addresses the judge (the verifier's
-        `judge_addressing`: `action: ...`, `history: ...`, `criterion i: ...`)."""
-        body = StepVerdictsRequest(
-            question=question,
-            history=history,
-            action=action,
-            criteria=[c.text for c in criteria],
-        )
-        out = await self.up.verifier.task(
-            "/v1/tasks/step-verdicts",
-            body,
-            response_model=StepVerdictsResponse,
-            clock=clock,
-            usage=usage,
-        )
-        if len(out.verdicts) != len(criteria):
-            raise UpstreamError(
-                service=self.up.verifier.service,
-                status=None,
-                type="upstream_invalid_response",
-                message=f"{len(out.verdicts)} verdicts for {len(criteria)} criteria",
-            )
-        return [Verdict(satisfied=v.satisfied) for v in out.verdicts], list(out.judge_addressing)
-
     async def rubric(self, request: StepRubricRequest) -> StepRubricResponse:
-        usage = Usage()
-        criteria = await self._generate(
-            question=request.question,
-            history=self.history(request.history),
-            k=request.k,
-            temperature=request.temperature,
-            seed=request.seed,
-            clock=WaitClock(),
-            usage=usage,
-        )
+        with request_context() as ctx:
+            criteria = await self._generate(
+                question=request.question,
+                history=self.history(request.history),
+                k=request.k,
+                temperature=request.temperature,
+                seed=request.seed,
+            )
         out = _rubric_out(criteria)
         return StepRubricResponse(
-            criteria=out.criteria, rendered=out.rendered, usage=usage_out(usage)
+            criteria=out.criteria, rendered=out.rendered, usage=usage_out(ctx.usage)
         )
 
     async def verify(self, request: VerifyRequest, tenant: str | None = None) -> VerifyResponse:
         """With a tenant, a request whose material addresses the judge is handed to the
         audit (kind `step`)."""
         criteria = _criteria_in(request.rubric, field="rubric.criteria")
-        usage = Usage()
-        verdicts, markers = await self.verdicts_flagged(
-            question=request.question,
-            history=self.history(request.history),
-            action=request.action,
-            criteria=criteria,
-            clock=WaitClock(),
-            usage=usage,
-        )
+        with request_context() as ctx:
+            verdicts, markers = await step_verdicts(
+                self.up.verifier,
+                question=request.question,
+                history=self.history(request.history),
+                action=request.action,
+                criteria=criteria,
+            )
         score = weighted_fraction(criteria, [v.satisfied for v in verdicts])
         passed = passes(score, threshold=request.threshold)
         log.info("step.verify criteria=%d score=%.3f pass=%s", len(criteria), score, passed)
-        _hand_over(
+        hand_over(
             self.audit,
             tenant,
             AddressingReport(
@@ -306,16 +250,51 @@ class StepsService:
             threshold=request.threshold,
             feedback=retry_feedback(criteria, verdicts),
             retry=not passed and request.attempt < STEP_MAX_RETRIES,
-            usage=usage_out(usage),
+            usage=usage_out(ctx.usage),
             judge_addressing=markers,
         )
 
     # --- step rewards ---------------------------------------------------------------------
 
     async def score(self, request: ScoreRequest, tenant: str | None = None) -> ScoreResponse:
-        """With a tenant, a trajectory in which some step's material addresses the judge is
-        handed to the audit (kind `step`, one report for the request)."""
+        """1. segment the trajectory (or take the pre-split steps); 2. take the given
+        rubrics; 3. judge every step (a rubric where none was given, then its verdicts);
+        4. decompose the outcome over the steps that were scored; 5. hand a trajectory in
+        which some step's material addresses the judge to the audit (with a tenant: kind
+        `step`, one report for the request); 6. respond."""
         started = time.perf_counter()
+        seg, rendered = self._steps_of(request)
+        given = _given_rubrics(request, len(seg.steps))
+        with request_context() as ctx:
+            judged = await self._judge_steps(request, seg, given)
+        if all(j.error is not None for j in judged):
+            raise judge_unavailable("step", judged[0].error, ctx)
+        split = decompose_outcome(request.outcome, [j.score for j in judged if j.score is not None])
+        steps = _scored_steps(seg, judged, split)
+        failed = [i for i, step in enumerate(judged) if step.error is not None]
+        log.info(
+            "steps.scored steps=%d failed=%d decomposition=%s",
+            len(steps),
+            len(failed),
+            split.method,
+        )
+        hand_over(self.audit, tenant, _steps_report(judged))
+        return ScoreResponse(
+            markup=seg.markup,
+            rendered=rendered,
+            prompt_messages=seg.prompt_messages,
+            steps=steps,
+            outcome=request.outcome,
+            decomposition=split.method,
+            failed_steps=failed,
+            usage=usage_out(ctx.usage),
+            timing=timing_since(started, ctx),
+            judge_addressing=any(j.markers for j in judged),
+        )
+
+    def _steps_of(self, request: ScoreRequest) -> tuple[Segmentation, str | None]:
+        """The steps to score and the text their spans index when the input was not a
+        string (exactly one of `trajectory` and `steps`, at most `max_steps` steps)."""
         if (request.trajectory is None) == (request.steps is None):
             raise DomainError("give exactly one of `trajectory` and `steps`", field="trajectory")
         if request.steps is not None:
@@ -329,108 +308,108 @@ class StepsService:
         n = len(seg.steps)
         if n > self.settings.max_steps:
             raise DomainError(f"{n} steps; at most {self.settings.max_steps}", field="trajectory")
-        given: list[list[Criterion] | None] = [None] * n
-        if request.rubrics is not None:
-            if len(request.rubrics) != n:
-                raise DomainError(
-                    f"one entry per step: the trajectory has {n} steps", field="rubrics"
-                )
-            given = [
-                None if r is None else _criteria_in(r, field=f"rubrics[{i}].criteria")
-                for i, r in enumerate(request.rubrics)
-            ]
-        clock = WaitClock()
-        usage = Usage()
-        gate = asyncio.Semaphore(self.settings.concurrency)
-        flags: list[list[str]] = [[] for _ in range(n)]
+        return seg, rendered
 
-        async def one(i: int) -> tuple[list[Criterion] | None, list[Verdict], str | None]:
-            criteria = given[i]
+    async def _judge_steps(
+        self,
+        request: ScoreRequest,
+        seg: Segmentation,
+        given: Sequence[list[Criterion] | None],
+    ) -> list["_JudgedStep"]:
+        """Every step judged at once, `concurrency` model-server calls in flight: a step
+        without a given rubric has one generated for its history, then its action is judged.
+        A step whose calls fail after retries is flagged failed, not a 0."""
+        gate = asyncio.Semaphore(self.settings.concurrency)
+
+        async def one(i: int) -> _JudgedStep:
+            step = _JudgedStep(criteria=given[i])
             history = seg.history(i)
             try:
-                if criteria is None:
+                if step.criteria is None:
                     async with gate:
-                        criteria = await self._generate(
-                            question=request.question,
-                            history=history,
-                            k=request.k,
-                            temperature=None,
-                            seed=None,
-                            clock=clock,
-                            usage=usage,
+                        step.criteria = await self._generate(
+                            question=request.question, history=history, k=request.k
                         )
                 async with gate:
-                    verdicts, flags[i] = await self.verdicts_flagged(
+                    verdicts, step.markers = await step_verdicts(
+                        self.up.verifier,
                         question=request.question,
                         history=history,
                         action=seg.action(i),
-                        criteria=criteria,
-                        clock=clock,
-                        usage=usage,
+                        criteria=step.criteria,
                     )
             except UpstreamError as exc:
                 FALLBACKS.labels("step_unscored").inc()
                 log.warning("steps.step_failed step=%d error=%s", i, exc)
-                return criteria, [], str(exc)
-            return criteria, verdicts, None
+                step.error = str(exc)
+                return step
+            step.verdicts = verdicts
+            step.score = weighted_fraction(step.criteria, [v.satisfied for v in verdicts])
+            return step
 
-        results = await asyncio.gather(*(one(i) for i in range(n)))
-        ok = [i for i, (_, _, error) in enumerate(results) if error is None]
-        if not ok:
-            raise ServiceError(
-                502,
-                f"no step could be scored: {results[0][2]}",
-                type="judge_unavailable",
-                usage=usage_out(usage),
+        return list(await asyncio.gather(*(one(i) for i in range(len(seg.steps)))))
+
+
+@dataclass
+class _JudgedStep:
+    """One step's judging: its rubric (given or generated), verdicts and score, or the error
+    of the call that failed; what its material holds that addresses the judge."""
+
+    criteria: list[Criterion] | None
+    verdicts: list[Verdict] = field(default_factory=list)
+    score: float | None = None
+    error: str | None = None
+    markers: list[str] = field(default_factory=list)
+
+
+def _given_rubrics(request: ScoreRequest, n: int) -> list[list[Criterion] | None]:
+    """The request's rubric per step (None: generate one); one entry per step when given."""
+    if request.rubrics is None:
+        return [None] * n
+    if len(request.rubrics) != n:
+        raise DomainError(f"one entry per step: the trajectory has {n} steps", field="rubrics")
+    return [
+        None if r is None else _criteria_in(r, field=f"rubrics[{i}].criteria")
+        for i, r in enumerate(request.rubrics)
+    ]
+
+
+def _scored_steps(
+    seg: Segmentation, judged: Sequence[_JudgedStep], split: StepRewards
+) -> list[ScoredStep]:
+    """Each step with its rubric, verdicts, score and its part of the decomposed outcome (the
+    scored steps take `split`'s shares and rewards in order; a failed step has none)."""
+    parts = iter(zip(split.shares, split.rewards, strict=True))
+    steps: list[ScoredStep] = []
+    for i, step in enumerate(judged):
+        share, reward = next(parts) if step.error is None else (None, None)
+        steps.append(
+            ScoredStep(
+                **_step_out(seg, i).model_dump(),
+                status="ok" if step.error is None else "failed",
+                rubric=None if step.criteria is None else _rubric_out(step.criteria),
+                verdicts=[]
+                if step.error or step.criteria is None
+                else _verdicts_out(step.criteria, step.verdicts),
+                score=step.score,
+                share=share,
+                reward=reward,
+                error=step.error,
+                judge_addressing=step.markers,
             )
-        scores: dict[int, float] = {}
-        for i in ok:
-            criteria, verdicts, _ = results[i]
-            assert criteria is not None
-            scores[i] = weighted_fraction(criteria, [v.satisfied for v in verdicts])
-        split = decompose_outcome(request.outcome, [scores[i] for i in ok])
-        reward_of = dict(zip(ok, split.rewards, strict=True))
-        share_of = dict(zip(ok, split.shares, strict=True))
-        steps: list[ScoredStep] = []
-        for i, (criteria, verdicts, error) in enumerate(results):
-            base = _step_out(seg, i)
-            steps.append(
-                ScoredStep(
-                    **base.model_dump(),
-                    status="ok" if error is None else "failed",
-                    rubric=None if criteria is None else _rubric_out(criteria),
-                    verdicts=[] if error or criteria is None else _verdicts_out(criteria, verdicts),
-                    score=scores.get(i),
-                    share=share_of.get(i),
-                    reward=reward_of.get(i),
-                    error=error,
-                    judge_addressing=flags[i],
-                )
-            )
-        failed = [i for i in range(n) if i not in reward_of]
-        log.info("steps.scored steps=%d failed=%d decomposition=%s", n, len(failed), split.method)
-        _hand_over(
-            self.audit,
-            tenant,
-            AddressingReport(
-                kind="step",
-                items=n,
-                flagged=sum(_action_flagged(found) for found in flags),
-                markers=[f"step {i}: {m}" for i, found in enumerate(flags) for m in found],
-            ),
         )
-        return ScoreResponse(
-            markup=seg.markup,
-            rendered=rendered,
-            prompt_messages=seg.prompt_messages,
-            steps=steps,
-            outcome=request.outcome,
-            decomposition=split.method,
-            failed_steps=failed,
-            usage=usage_out(usage),
-            timing=timing_since(started, clock),
-            judge_addressing=any(flags),
-        )
+    return steps
+
+
+def _steps_report(judged: Sequence[_JudgedStep]) -> AddressingReport:
+    """The audit's report of a scored trajectory: each step whose action addresses the judge
+    is flagged, every marker is prefixed with its step."""
+    return AddressingReport(
+        kind="step",
+        items=len(judged),
+        flagged=sum(_action_flagged(step.markers) for step in judged),
+        markers=[f"step {i}: {m}" for i, step in enumerate(judged) for m in step.markers],
+    )
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -462,15 +441,8 @@ def _verdicts_out(criteria: Sequence[Criterion], verdicts: Sequence[Verdict]) ->
 
 
 def _step_out(seg: Segmentation, i: int) -> StepOut:
-    step = seg.steps[i]
-    return StepOut(
-        index=step.index,
-        kind=step.kind,
-        span=step.span,
-        action_span=step.action_span,
-        observation_span=step.observation_span,
-        message_span=step.message_span,
-    )
+    """Step `i` in its wire form (validated from the segmenter's step)."""
+    return StepOut.model_validate(seg.steps[i], from_attributes=True)
 
 
 def message_to_core(message: MessageIn) -> ChatMessage:
@@ -492,12 +464,3 @@ def message_to_core(message: MessageIn) -> ChatMessage:
     return ChatMessage(
         role=message.role, content=content, tool_calls=calls, tool_call_id=message.tool_call_id
     )
-
-
-def _hand_over(
-    audit: AddressingReporter | None, tenant: str | None, report: AddressingReport
-) -> None:
-    """Hand a request in which something addressed the judge to the audit, when there is an
-    audit and a tenant (the reporter returns at once and never raises)."""
-    if audit is not None and tenant is not None and (report.markers or report.flagged):
-        audit(tenant, report)

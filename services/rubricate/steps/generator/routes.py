@@ -1,31 +1,23 @@
-"""The rubric-generator's step-rubric task route."""
+"""The rubric-generator's step-rubric task route (a model failure is answered by the model
+server's one `LLMError` handler, named after the route: `step_rubric_generation`)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from rubricate.llm.errors import LLMError
-from rubricate.llm.server import as_service_error
+from rubricate.llm.server import task_service
+from rubricate.steps.generator.endpoints import STEP_RUBRIC
 from rubricate.steps.generator.schemas import StepRubricTaskRequest, StepRubricTaskResponse
-from rubricate.steps.generator.service import TASK, StepRubricService
+from rubricate.steps.generator.service import StepRubricService
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(tags=["tasks"])
 
 STATE_NAME = "step_rubrics"
 """The attribute of `app.state` holding the `StepRubricService`."""
 
-
-def get_service(request: Request) -> StepRubricService:
-    service: StepRubricService = getattr(request.app.state, STATE_NAME)
-    return service
+ServiceDep = Annotated[StepRubricService, Depends(task_service(STATE_NAME))]
 
 
-ServiceDep = Annotated[StepRubricService, Depends(get_service)]
-
-
-@router.post("/step-rubric", response_model=StepRubricTaskResponse)
+@router.post(STEP_RUBRIC.path, name=STEP_RUBRIC.name, response_model=StepRubricTaskResponse)
 async def step_rubric(body: StepRubricTaskRequest, service: ServiceDep) -> StepRubricTaskResponse:
-    try:
-        return await service.generate(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=TASK) from exc
+    return await service.generate(body)

@@ -2,14 +2,14 @@
 
 import logging
 import time
-from typing import Any
+from functools import cache
+from typing import Any, Unpack
 
-from rubricate.common.usage import Usage, usage_out
-from rubricate.llm.base import GenerationParams, LLMBackend
-from rubricate.llm.judge_call import judge_call
-from rubricate.llm.server import TaskSettings
-from rubricate.llm.settings import LLMSettings
+from rubricate.common.usage import Usage
+from rubricate.llm.base import GenerationParams
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.structured import json_schema_for
+from rubricate.llm.task_service import TaskService, TaskServiceArgs
 from rubricate.steps.generator.schemas import (
     DraftCriterionOut,
     StepRubricTaskRequest,
@@ -22,25 +22,23 @@ log = logging.getLogger("rubricate.rubric_generator.steps")
 
 TASK = "step_rubric_generation"  # the judge metrics' task label (common.metrics.JUDGE_TASKS)
 
+_DRAFT = json_schema_for(step_rubric.StepRubricDraft)
 
-class StepRubricService:
-    def __init__(self, *, backend: LLMBackend, llm: LLMSettings, steps: StepTaskSettings) -> None:
-        self.backend = backend
-        self.llm = llm
-        self.steps = steps
-        self._base = json_schema_for(step_rubric.StepRubricDraft)
-        self._schemas: dict[int, dict[str, Any]] = {}
 
-    @classmethod
-    def factory(
-        cls, backend: LLMBackend, _tasks: TaskSettings, llm: LLMSettings
-    ) -> "StepRubricService":
-        return cls(backend=backend, llm=llm, steps=StepTaskSettings())
+@cache
+def _draft_schema(k: int) -> dict[str, Any]:
+    """The draft's schema for exactly `k` criteria (built once per count)."""
+    return step_rubric.draft_schema(_DRAFT, k=k)
 
-    def _schema(self, k: int) -> dict[str, Any]:
-        if k not in self._schemas:
-            self._schemas[k] = step_rubric.draft_schema(self._base, k=k)
-        return self._schemas[k]
+
+class StepRubricService(TaskService):
+    """The generator's step rubric task (its settings: `steps.settings.StepTaskSettings`)."""
+
+    def __init__(
+        self, *, steps: StepTaskSettings | None = None, **common: Unpack[TaskServiceArgs]
+    ) -> None:
+        super().__init__(**common)
+        self.steps = steps or StepTaskSettings()
 
     async def generate(self, request: StepRubricTaskRequest) -> StepRubricTaskResponse:
         messages = step_rubric.build_messages(
@@ -56,20 +54,20 @@ class StepRubricService:
             temperature=temperature,
             max_tokens=self.steps.rubric_max_tokens,
             seed=request.seed if request.seed is not None else 0,
-            json_schema=self._schema(request.k),
+            json_schema=_draft_schema(request.k),
             schema_name=step_rubric.SCHEMA_NAME,
         )
         usage = Usage()
         started = time.perf_counter()
-        draft = await judge_call(
+        draft = await complete_structured(
             self.backend,
             messages,
             output=step_rubric.StepRubricDraft,
             params=params,
-            task=TASK,
-            llm=self.llm,
             usage=usage,
+            task=TASK,
             validate=lambda d: step_rubric.check_draft(d, k=request.k),
+            **self.retry,
         )
         log.info(
             "step_rubric.generated k=%d seconds=%.1f", request.k, time.perf_counter() - started
@@ -78,7 +76,5 @@ class StepRubricService:
             criteria=[
                 DraftCriterionOut(criterion=c.criterion, weight=c.weight) for c in draft.criteria
             ],
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )

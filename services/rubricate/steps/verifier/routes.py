@@ -1,44 +1,34 @@
-"""The verifier's step task routes: action verdicts and listwise ranking."""
+"""The verifier's step task routes: action verdicts and listwise ranking (a model failure is
+answered by the model server's one `LLMError` handler, named after the route: `step_verify`,
+`listwise_rank`)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from rubricate.llm.errors import LLMError
-from rubricate.llm.server import as_service_error
+from rubricate.llm.server import task_service
+from rubricate.steps.verifier.endpoints import LISTWISE_RANK, STEP_VERDICTS
 from rubricate.steps.verifier.schemas import (
     RankTaskRequest,
     RankTaskResponse,
     StepVerdictsRequest,
     StepVerdictsResponse,
 )
-from rubricate.steps.verifier.service import RANK_TASK, VERIFY_TASK, StepJudgeService
+from rubricate.steps.verifier.service import StepJudgeService
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(tags=["tasks"])
 
 STATE_NAME = "step_judge"
 """The attribute of `app.state` holding the `StepJudgeService`."""
 
-
-def get_service(request: Request) -> StepJudgeService:
-    service: StepJudgeService = getattr(request.app.state, STATE_NAME)
-    return service
+ServiceDep = Annotated[StepJudgeService, Depends(task_service(STATE_NAME))]
 
 
-ServiceDep = Annotated[StepJudgeService, Depends(get_service)]
-
-
-@router.post("/step-verdicts", response_model=StepVerdictsResponse)
+@router.post(STEP_VERDICTS.path, name=STEP_VERDICTS.name, response_model=StepVerdictsResponse)
 async def step_verdicts(body: StepVerdictsRequest, service: ServiceDep) -> StepVerdictsResponse:
-    try:
-        return await service.verdicts(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=VERIFY_TASK) from exc
+    return await service.verdicts(body)
 
 
-@router.post("/rank", response_model=RankTaskResponse)
+@router.post(LISTWISE_RANK.path, name=LISTWISE_RANK.name, response_model=RankTaskResponse)
 async def rank(body: RankTaskRequest, service: ServiceDep) -> RankTaskResponse:
-    try:
-        return await service.rank(body)
-    except LLMError as exc:
-        raise as_service_error(exc, task=RANK_TASK) from exc
+    return await service.rank(body)

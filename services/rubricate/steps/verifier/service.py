@@ -9,15 +9,15 @@ history that does is withheld from the prompt. Responses list what was found
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from functools import cache
+from typing import Any, Unpack
 
-from rubricate.common.usage import Usage, usage_out
-from rubricate.llm.base import GenerationParams, LLMBackend
-from rubricate.llm.judge_call import judge_call
+from rubricate.common.usage import Usage
+from rubricate.llm.base import GenerationParams
+from rubricate.llm.calls import complete_structured
 from rubricate.llm.prompt_text import addressing_by_part, manipulation_markers
-from rubricate.llm.server import TaskSettings
-from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
+from rubricate.llm.task_service import TaskService, TaskServiceArgs
 from rubricate.steps.prompts import ranking as listwise_rank
 from rubricate.steps.prompts import verify as step_verify
 from rubricate.steps.settings import StepTaskSettings
@@ -35,26 +35,24 @@ log = logging.getLogger("rubricate.verifier.steps")
 VERIFY_TASK = "step_verify"
 RANK_TASK = "listwise_rank"
 
+_VERDICTS = json_schema_for(step_verify.VerdictSheet)
+_RANK = json_schema_for(listwise_rank.RankOutput)
 
-class StepJudgeService:
-    def __init__(self, *, backend: LLMBackend, llm: LLMSettings, steps: StepTaskSettings) -> None:
-        self.backend = backend
-        self.llm = llm
-        self.steps = steps
-        self._verdict_base = json_schema_for(step_verify.VerdictSheet)
-        self._verdict_schemas: dict[int, dict[str, Any]] = {}
-        self._rank_base = json_schema_for(listwise_rank.RankOutput)
 
-    @classmethod
-    def factory(
-        cls, backend: LLMBackend, _tasks: TaskSettings, llm: LLMSettings
-    ) -> "StepJudgeService":
-        return cls(backend=backend, llm=llm, steps=StepTaskSettings())
+@cache
+def _verdict_schema(n: int) -> dict[str, Any]:
+    """The verdict sheet's schema for exactly `n` criteria (built once per count)."""
+    return step_verify.sheet_schema(_VERDICTS, n_criteria=n)
 
-    def _verdict_schema(self, n: int) -> dict[str, Any]:
-        if n not in self._verdict_schemas:
-            self._verdict_schemas[n] = step_verify.sheet_schema(self._verdict_base, n_criteria=n)
-        return self._verdict_schemas[n]
+
+class StepJudgeService(TaskService):
+    """The verifier's step tasks (its settings: `steps.settings.StepTaskSettings`)."""
+
+    def __init__(
+        self, *, steps: StepTaskSettings | None = None, **common: Unpack[TaskServiceArgs]
+    ) -> None:
+        super().__init__(**common)
+        self.steps = steps or StepTaskSettings()
 
     async def verdicts(self, request: StepVerdictsRequest) -> StepVerdictsResponse:
         found: list[str] = []
@@ -85,9 +83,7 @@ class StepJudgeService:
         return StepVerdictsResponse(
             verdicts=[CriterionVerdict(satisfied=m) for m in met],
             judge_addressing=found,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )
 
     async def _judge_verdicts(
@@ -110,18 +106,18 @@ class StepJudgeService:
         params = GenerationParams(
             temperature=self.steps.verify_temperature,
             max_tokens=self.steps.verify_max_tokens,
-            json_schema=self._verdict_schema(n),
+            json_schema=_verdict_schema(n),
             schema_name=step_verify.SCHEMA_NAME,
         )
-        sheet = await judge_call(
+        sheet = await complete_structured(
             self.backend,
             messages,
             output=step_verify.VerdictSheet,
             params=params,
-            task=VERIFY_TASK,
-            llm=self.llm,
             usage=usage,
+            task=VERIFY_TASK,
             validate=lambda s: step_verify.check_sheet(s, n_criteria=n),
+            **self.retry,
         )
         return step_verify.ordered(sheet)
 
@@ -150,9 +146,7 @@ class StepJudgeService:
                 rationale="Candidates that address the grader were withheld and ranked last: "
                 + ", ".join(last),
                 judge_addressing=found,
-                usage=usage_out(usage),
-                model=self.backend.model,
-                backend=self.backend.name,
+                **self.served(usage),
             )
         judged = [label for label, _ in clean]
         messages = listwise_rank.build_messages(
@@ -167,18 +161,18 @@ class StepJudgeService:
             temperature=request.temperature,
             max_tokens=self.steps.rank_max_tokens,
             seed=request.seed if request.seed is not None else 0,
-            json_schema=listwise_rank.rank_schema(self._rank_base, labels=judged),
+            json_schema=listwise_rank.rank_schema(_RANK, labels=judged),
             schema_name=listwise_rank.SCHEMA_NAME,
         )
-        output = await judge_call(
+        output = await complete_structured(
             self.backend,
             messages,
             output=listwise_rank.RankOutput,
             params=params,
-            task=RANK_TASK,
-            llm=self.llm,
             usage=usage,
+            task=RANK_TASK,
             validate=lambda o: listwise_rank.check_ranking(o, labels=judged),
+            **self.retry,
         )
         log.info("slate.ranked candidates=%d withheld=%d", len(labels), len(last))
         rationale = output.rationale
@@ -188,9 +182,7 @@ class StepJudgeService:
             ranking=output.ranking + last,
             rationale=rationale,
             judge_addressing=found,
-            usage=usage_out(usage),
-            model=self.backend.model,
-            backend=self.backend.name,
+            **self.served(usage),
         )
 
 

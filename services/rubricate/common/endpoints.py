@@ -11,6 +11,9 @@ from pydantic import BaseModel
 
 from rubricate_client.endpoints import Endpoint, NoBody
 
+TASKS = "/v1/tasks"
+"""Where the model servers' task routes live."""
+
 ReqT = TypeVar("ReqT", bound=BaseModel)
 RespT = TypeVar("RespT", bound=BaseModel)
 
@@ -22,8 +25,18 @@ def post(
     return Endpoint(name, "POST", path, request, response, None, query)
 
 
-def get(
-    name: str, path: str, response: type[RespT], *query: str
-) -> Endpoint[NoBody, RespT]:
+def get(name: str, path: str, response: type[RespT], *query: str) -> Endpoint[NoBody, RespT]:
     """A GET route and the query parameters it reads."""
     return Endpoint(name, "GET", path, NoBody, response, None, query)
+
+
+def put(
+    name: str, path: str, request: type[ReqT], response: type[RespT], *query: str
+) -> Endpoint[ReqT, RespT]:
+    """A PUT route."""
+    return Endpoint(name, "PUT", path, request, response, None, query)
+
+
+def delete(name: str, path: str, response: type[RespT], *query: str) -> Endpoint[NoBody, RespT]:
+    """A DELETE route (no body)."""
+    return Endpoint(name, "DELETE", path, NoBody, response, None, query)
