@@ -84,6 +84,27 @@ def judge_metrics(
             )
 
 
+async def _retry(
+    backend: LLMBackend,
+    task: str,
+    usage: Usage,
+    policy: tuple[int, float, float, Sleep],
+    call: Callable[[], Awaitable[R]],
+) -> R:
+    """`call()` under the one retry loop (`call_with_retries`), its retries logged under
+    `task` and `backend`; `policy`: (max retries, backoff base, backoff cap, sleep)."""
+    max_retries, base_s, max_s, sleep = policy
+    return await call_with_retries(
+        call,
+        max_retries=max_retries,
+        base_s=base_s,
+        max_s=max_s,
+        on_retry=retry_logger(task, backend.name, max_retries),
+        sleep=sleep,
+        usage=usage,
+    )
+
+
 async def complete(
     backend: LLMBackend,
     messages: Sequence[Message],
@@ -98,14 +119,9 @@ async def complete(
 ) -> Completion:
     """One completion of `messages`, its tokens and latency recorded in `usage`. The
     caller checks the deadline (`ensure_time_left`) where a call must not start late."""
-    completion = await call_with_retries(
-        lambda: backend.complete(messages, params),
-        max_retries=max_retries,
-        base_s=backoff_base_s,
-        max_s=backoff_max_s,
-        on_retry=retry_logger(task, backend.name, max_retries),
-        sleep=sleep,
-        usage=usage,
+    policy = (max_retries, backoff_base_s, backoff_max_s, sleep)
+    completion = await _retry(
+        backend, task, usage, policy, lambda: backend.complete(messages, params)
     )
     usage.record(
         prompt_tokens=completion.prompt_tokens,
@@ -131,14 +147,13 @@ async def scored_choices(
     """The log-probability of each of `choices` after `reply_prefix`, its prompt tokens and
     latency recorded in `usage`; `BackendRequestError` unless every choice got a finite one."""
     ensure_time_left(task)
-    scores = await call_with_retries(
+    policy = (max_retries, backoff_base_s, backoff_max_s, sleep)
+    scores = await _retry(
+        backend,
+        task,
+        usage,
+        policy,
         lambda: backend.score_choices(messages, reply_prefix=reply_prefix, choices=choices),
-        max_retries=max_retries,
-        base_s=backoff_base_s,
-        max_s=backoff_max_s,
-        on_retry=retry_logger(task, backend.name, max_retries),
-        sleep=sleep,
-        usage=usage,
     )
     if set(scores.logprobs) != set(choices) or not all(
         math.isfinite(v) for v in scores.logprobs.values()

@@ -12,11 +12,11 @@ judge call gets the time left, and a request whose deadline passes is answered 5
 """
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, NamedTuple, TypedDict
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -36,6 +36,7 @@ from rubricate.llm.errors import (
 )
 from rubricate.llm.factory import build_backend
 from rubricate.llm.settings import LLMSettings
+from rubricate_client.endpoints import Endpoint
 
 log = logging.getLogger("rubricate.llm.server")
 
@@ -204,6 +205,48 @@ def task_service(name: str) -> Callable[[Request], Any]:
         return getattr(request.app.state, name)
 
     return get
+
+
+class TaskRoute(NamedTuple):
+    """One task route: `endpoint` (declared in the capability's `endpoints` module),
+    answered by `method` of the task service (an unbound method, e.g.
+    `StageScoringService.stage_scores`); `description` is the route's OpenAPI description."""
+
+    endpoint: Endpoint[Any, Any]
+    method: Callable[[Any, Any], Awaitable[Any]]
+    description: str | None = None
+
+
+def task_router(service: str, *routes: TaskRoute, tags: Sequence[str] = ("tasks",)) -> APIRouter:
+    """The routes of one task family, answered by the task service registered as `service`
+    (`task_service`): each `POST endpoint.path`, named `endpoint.name` (the task's label,
+    which a model failure's message leads with), its body an `endpoint.request`, answered
+    with an `endpoint.response` by `method(service, body)`."""
+    router = APIRouter(tags=list(tags))
+    for route in routes:
+        router.add_api_route(
+            route.endpoint.path,
+            _task_endpoint(route, Depends(task_service(service))),
+            methods=["POST"],
+            name=route.endpoint.name,
+            response_model=route.endpoint.response,
+            description=route.description,
+        )
+    return router
+
+
+def _task_endpoint(route: TaskRoute, dependency: Any) -> Callable[..., Awaitable[Any]]:
+    """The route function of `route`: its body typed as the endpoint's request model (so
+    FastAPI validates and documents it), its task service from `dependency`."""
+    method = route.method
+
+    async def endpoint(body: Any, service: Annotated[Any, dependency]) -> Any:
+        return await method(service, body)
+
+    endpoint.__annotations__["body"] = route.endpoint.request
+    endpoint.__annotations__["return"] = route.endpoint.response
+    endpoint.__name__ = endpoint.__qualname__ = route.endpoint.name
+    return endpoint
 
 
 async def model_failure_json(request: Request, exc: Exception) -> JSONResponse:

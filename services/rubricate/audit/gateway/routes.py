@@ -10,16 +10,16 @@ first and sends its rubrics along."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request, status
+from fastapi import APIRouter, Path, status
 from fastapi.responses import StreamingResponse
 
 from rubricate.audit.miner import endpoints as miner
 from rubricate.audit.miner.schemas import ReplayIn, question_id_list
 from rubricate.audit.store import endpoints as history_store
 from rubricate.common.errors import ServiceError
-from rubricate.common.forward import Forwarder
-from rubricate.common.tenancy import TENANT_HEADER, TenantDep
-from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams
+from rubricate.common.forward import Forwarder, MinerDep, StoreDep
+from rubricate.common.tenancy import TENANT_HEADER
+from rubricate.common.upstream import UpstreamError
 from rubricate.db.limits import QUESTION_ID_LEN
 from rubricate.stagewise.store import endpoints as buffer_store
 from rubricate.stagewise.store.schemas import ScoringId
@@ -45,33 +45,6 @@ from rubricate_client.schemas.rubrics import Rubric
 router = APIRouter(tags=["audit"])
 
 QuestionPath = Annotated[str, Path(min_length=1, max_length=QUESTION_ID_LEN)]
-
-
-def upstreams(request: Request) -> Upstreams:
-    clients: Upstreams = request.app.state.upstreams
-    return clients
-
-
-def miner_client(request: Request) -> ServiceClient:
-    """The miner's client; a 503 when the gateway has no miner configured."""
-    client = upstreams(request).miner
-    if client is None:
-        raise ServiceError(503, "no miner is configured", type="upstream_unreachable")
-    return client
-
-
-def miner_forwarder(
-    client: Annotated[ServiceClient, Depends(miner_client)], tenant: TenantDep = "default"
-) -> Forwarder:
-    return Forwarder(client, tenant)
-
-
-def store_forwarder(request: Request, tenant: TenantDep = "default") -> Forwarder:
-    return Forwarder(upstreams(request).store, tenant)
-
-
-MinerDep = Annotated[Forwarder, Depends(miner_forwarder)]
-StoreDep = Annotated[Forwarder, Depends(store_forwarder)]
 
 
 @router.get(AUDIT_LIST.path, response_model=audit.AuditList, summary="The latest audited groups")

@@ -64,11 +64,6 @@ def submission(request: StagewiseScoreRequest, response: StagewiseScoreResponse)
     )
 
 
-AddressingReporter = Callable[[str, AddressingReport], None]
-"""Where a gateway service hands a request in which something addressed the judge (tenant,
-report); it returns at once and never raises (`AuditSubmitter.addressing`)."""
-
-
 def normalized(report: AddressingReport) -> AddressingReportIn | None:
     """The report as the miner takes it: its markers once each, in order, cut to the limits;
     None when nothing was found."""
@@ -100,7 +95,7 @@ class AuditSubmitter:
 
     def addressing(self, tenant: str, report: AddressingReport) -> None:
         """Hand a flagged request of another judge kind to the audit (the same background
-        hand-over as a scored group; `AddressingReporter`). Never raises."""
+        hand-over as a scored group; `common.addressing.AddressingReporter`). Never raises."""
         if self.miner is None:
             return
         try:

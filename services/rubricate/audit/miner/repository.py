@@ -26,6 +26,7 @@ from rubricate.audit.miner.models import (
 from rubricate.audit.miner.schemas import AddressingReportIn, AuditSubmission
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
+from rubricate.db.rows import from_row
 
 
 @dataclass(frozen=True)
@@ -51,19 +52,12 @@ class AuditRecord:
 
     @classmethod
     def of(cls, row: AuditGroupRow, *, with_group: bool = False) -> "AuditRecord":
-        return cls(
-            tenant=row.tenant,
-            scoring_id=row.scoring_id,
-            question_id=row.question_id,
-            step=row.step,
-            status=row.status,
-            reason=row.reason,
+        return from_row(
+            cls,
+            row,
             summary=dict(row.summary or {}),
             group=dict(row.group) if with_group and row.group is not None else None,
             result=None if row.result is None else dict(row.result),
-            error=row.error,
-            created_at=as_utc(row.created_at),
-            finished_at=None if row.finished_at is None else as_utc(row.finished_at),
         )
 
 
@@ -81,16 +75,12 @@ class ReplayRecord:
 
     @classmethod
     def of(cls, row: AuditReplayRow) -> "ReplayRecord":
-        return cls(
-            id=row.id,
-            tenant=row.tenant,
-            state=row.state,
+        return from_row(
+            cls,
+            row,
             params=dict(row.params or {}),
             progress=dict(row.progress or {}),
             result=None if row.result is None else dict(row.result),
-            error=row.error,
-            created_at=as_utc(row.created_at),
-            finished_at=None if row.finished_at is None else as_utc(row.finished_at),
         )
 
 

@@ -1,9 +1,9 @@
 """The miner's audit routes (declared in `audit.miner.endpoints`): the gateway's
 submissions, and the reads and settings the gateway forwards (docs/audit.md)."""
 
-from typing import Annotated, TypeVar
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, status
+from fastapi import APIRouter, Depends, status
 
 from rubricate.audit.miner import endpoints as audit
 from rubricate.audit.miner.schemas import (
@@ -16,49 +16,30 @@ from rubricate.audit.miner.schemas import (
 )
 from rubricate.audit.miner.service import AuditService
 from rubricate.common.errors import ServiceError
+from rubricate.common.routing import found, route, state_service
 from rubricate.common.tenancy import TenantDep
 from rubricate.stagewise.store.schemas import ScoringId
-from rubricate_client.schemas.audit import (
-    AuditDeleted,
-    AuditList,
-    AuditSignals,
-    AuditTenantSettings,
-    AuditView,
-    QuestionAuditList,
-    ReplayJob,
-    ReplayJobList,
-    ScoringTrajectories,
-)
-
-T = TypeVar("T")
+from rubricate_client.schemas import audit as views
 
 STATE_NAME = "audit"
 """The `AuditService` on the miner's `app.state`."""
 
 router = APIRouter(tags=["audit"])
+ACCEPTED = status.HTTP_202_ACCEPTED
 
 
-def get_service(request: Request) -> AuditService:
-    service: AuditService | None = getattr(request.app.state, STATE_NAME, None)
-    if service is None:
-        raise ServiceError(503, "the audit is not enabled on this miner", type="audit_unavailable")
-    return service
+def _not_enabled() -> ServiceError:
+    return ServiceError(503, "the audit is not enabled on this miner", type="audit_unavailable")
 
 
+get_service = state_service(AuditService, STATE_NAME, missing=_not_enabled)
 ServiceDep = Annotated[AuditService, Depends(get_service)]
 
 
-def found(value: T | None, what: str) -> T:
-    """`value`, or a 404 saying there is no `what`."""
-    if value is None:
-        raise ServiceError(404, f"no {what}", type="not_found")
-    return value
-
-
-@router.post(
-    audit.SUBMIT.path,
-    response_model=Submitted,
-    status_code=status.HTTP_202_ACCEPTED,
+@route(
+    router,
+    audit.SUBMIT,
+    status_code=ACCEPTED,
     summary="Take a scored group; queue it for the reference judge when it is sampled",
 )
 async def submit(
@@ -67,10 +48,10 @@ async def submit(
     return await service.submit(body, tenant=tenant)
 
 
-@router.post(
-    audit.ADDRESSING.path,
-    response_model=Recorded,
-    status_code=status.HTTP_202_ACCEPTED,
+@route(
+    router,
+    audit.ADDRESSING,
+    status_code=ACCEPTED,
     summary="Take a request of another judge kind in which something addressed the judge",
 )
 async def record_addressing(
@@ -79,100 +60,98 @@ async def record_addressing(
     return await service.record_addressing(body, tenant=tenant)
 
 
-@router.get(audit.GROUPS.path, response_model=AuditList, summary="The latest audited groups")
+@route(router, audit.GROUPS, summary="The latest audited groups")
 async def latest(
     service: ServiceDep,
     question_id: audit.QuestionQuery = None,
     limit: audit.AuditsLimitQuery = audit.AUDITS_LIMIT_DEFAULT,
     tenant: TenantDep = "default",
-) -> AuditList:
+) -> views.AuditList:
     return await service.latest(tenant, question_id=question_id, limit=limit)
 
 
-@router.get(audit.GROUP.path, response_model=AuditView, summary="One group's audit")
+@route(router, audit.GROUP, summary="One group's audit")
 async def one(
     scoring_id: ScoringId, service: ServiceDep, tenant: TenantDep = "default"
-) -> AuditView:
+) -> views.AuditView:
     record = await service.get(tenant, scoring_id)
-    return found(record, f"audit record for scoring {scoring_id!r}")
+    return found(record, f"no audit record for scoring {scoring_id!r}")
 
 
-@router.get(
-    audit.TRAJECTORIES.path,
-    response_model=ScoringTrajectories,
+@route(
+    router,
+    audit.TRAJECTORIES,
     summary="The trajectories kept with an audited scoring (null when not kept)",
 )
 async def trajectories(
     scoring_id: ScoringId, service: ServiceDep, tenant: TenantDep = "default"
-) -> ScoringTrajectories:
+) -> views.ScoringTrajectories:
     kept = await service.trajectories(tenant, scoring_id)
-    return found(kept, f"audit record for scoring {scoring_id!r}")
+    return found(kept, f"no audit record for scoring {scoring_id!r}")
 
 
-@router.get(
-    audit.QUESTIONS.path,
-    response_model=QuestionAuditList,
+@route(
+    router,
+    audit.QUESTIONS,
     summary="Audit status per question: groups by status, the latest agreement",
 )
 async def questions(
     question_ids: audit.QuestionIdsQuery, service: ServiceDep, tenant: TenantDep = "default"
-) -> QuestionAuditList:
+) -> views.QuestionAuditList:
     return await service.question_audits(tenant, question_id_list(question_ids))
 
 
-@router.delete(audit.DELETE.path, response_model=AuditDeleted, summary="Delete audit records")
+@route(router, audit.DELETE, summary="Delete audit records")
 async def remove(
     service: ServiceDep, question_id: audit.QuestionQuery = None, tenant: TenantDep = "default"
-) -> AuditDeleted:
-    return AuditDeleted(deleted=await service.delete(tenant, question_id=question_id))
+) -> views.AuditDeleted:
+    return views.AuditDeleted(deleted=await service.delete(tenant, question_id=question_id))
 
 
-@router.get(audit.SIGNALS.path, response_model=AuditSignals, summary="Drift and gaming signals")
+@route(router, audit.SIGNALS, summary="Drift and gaming signals")
 async def signals(
     service: ServiceDep, question_id: audit.QuestionQuery = None, tenant: TenantDep = "default"
-) -> AuditSignals:
+) -> views.AuditSignals:
     return await service.signals(tenant, question_id=question_id)
 
 
-@router.get(
-    audit.SETTINGS.path, response_model=AuditTenantSettings, summary="The tenant's settings"
-)
-async def get_settings(service: ServiceDep, tenant: TenantDep = "default") -> AuditTenantSettings:
+@route(router, audit.SETTINGS, summary="The tenant's settings")
+async def get_settings(
+    service: ServiceDep, tenant: TenantDep = "default"
+) -> views.AuditTenantSettings:
     return await service.tenant_settings(tenant)
 
 
-@router.put(
-    audit.SETTINGS_PUT.path, response_model=AuditTenantSettings, summary="Set the tenant's settings"
-)
+@route(router, audit.SETTINGS_PUT, summary="Set the tenant's settings")
 async def put_settings(
-    body: AuditTenantSettings, service: ServiceDep, tenant: TenantDep = "default"
-) -> AuditTenantSettings:
+    body: views.AuditTenantSettings, service: ServiceDep, tenant: TenantDep = "default"
+) -> views.AuditTenantSettings:
     return await service.put_tenant_settings(tenant, body)
 
 
-@router.post(
-    audit.REPLAY.path,
-    response_model=ReplayJob,
-    status_code=status.HTTP_202_ACCEPTED,
+@route(
+    router,
+    audit.REPLAY,
+    status_code=ACCEPTED,
     summary="Re-score stored scorings with a chosen judge, as a job with progress",
 )
-async def replay(body: ReplayIn, service: ServiceDep, tenant: TenantDep = "default") -> ReplayJob:
+async def replay(
+    body: ReplayIn, service: ServiceDep, tenant: TenantDep = "default"
+) -> views.ReplayJob:
     return await service.replay(body, tenant=tenant)
 
 
-@router.get(
-    audit.REPLAY_JOBS.path, response_model=ReplayJobList, summary="The tenant's replay jobs"
-)
+@route(router, audit.REPLAY_JOBS, summary="The tenant's replay jobs")
 async def replay_jobs(
     service: ServiceDep,
     limit: audit.ReplayJobsLimitQuery = audit.REPLAY_JOBS_LIMIT_DEFAULT,
     tenant: TenantDep = "default",
-) -> ReplayJobList:
+) -> views.ReplayJobList:
     return await service.replay_jobs(tenant, limit=limit)
 
 
-@router.get(audit.REPLAY_JOB.path, response_model=ReplayJob, summary="A replay job's progress")
+@route(router, audit.REPLAY_JOB, summary="A replay job's progress")
 async def replay_job(
     job_id: audit.ReplayJobPath, service: ServiceDep, tenant: TenantDep = "default"
-) -> ReplayJob:
-    return found(await service.replay_job(tenant, job_id), f"replay job {job_id!r}")
+) -> views.ReplayJob:
+    return found(await service.replay_job(tenant, job_id), f"no replay job {job_id!r}")

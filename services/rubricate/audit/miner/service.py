@@ -48,6 +48,7 @@ from rubricate.common.metrics import (
     AUDIT_LENGTH_CORRELATION,
 )
 from rubricate.db.base import utcnow
+from rubricate.db.rows import from_row
 from rubricate.llm.prompt_text import manipulation_markers
 from rubricate_client.schemas.audit import (
     AddressingKind,
@@ -182,15 +183,9 @@ def _length_pairs(summaries: Sequence[dict[str, Any]]) -> tuple[list[float], lis
 
 def view(record: AuditRecord) -> AuditView:
     rewards, lengths = _length_pairs([record.summary])
-    return AuditView(
-        scoring_id=record.scoring_id,
-        question_id=record.question_id,
-        step=record.step,
-        status=record.status,
-        reason=record.reason,
-        created_at=record.created_at,
-        finished_at=record.finished_at,
-        error=record.error,
+    return from_row(
+        AuditView,
+        record,
         addressing=dict(record.summary.get("addressing", {})),
         length_reward_correlation=pearson(lengths, rewards),
         result=None if record.result is None else AuditResult.model_validate(record.result),

@@ -9,6 +9,7 @@ from sqlalchemy import Engine, select
 
 from rubricate.db.base import as_utc
 from rubricate.db.engine import unit_of_work
+from rubricate.db.rows import from_row
 from rubricate.stagewise.store.models import QuestionRow, RubricRow
 from rubricate_client.schemas.audit import RubricHistoryEntry
 
@@ -16,24 +17,12 @@ EXPORT_BATCH = 1000
 
 
 def _entry(row: RubricRow) -> RubricHistoryEntry:
-    return RubricHistoryEntry(
-        question_id=row.question_id,
-        id=row.id,
-        stage=row.stage,
-        title=row.title,
-        description=row.description,
-        weight=row.weight,
-        polarity=row.polarity,
-        origin=row.origin,
+    return from_row(
+        RubricHistoryEntry,
+        row,
         added_step=row.created_step,
         added_at=as_utc(row.created_at),
-        pruned_step=row.pruned_step,
-        pruned_at=None if row.pruned_at is None else as_utc(row.pruned_at),
-        variance=row.variance,
         pinned=row.pinned_at is not None,
-        retired_by=row.retired_by,
-        replaced_by=row.replaced_by,
-        created_by=row.created_by,
     )
 
 

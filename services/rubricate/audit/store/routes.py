@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from rubricate.audit.store.endpoints import BUFFER_HISTORY, HISTORY_EXPORT
 from rubricate.audit.store.repository import question_history, tenant_history
-from rubricate.common.errors import ServiceError
+from rubricate.common.routing import found, route
 from rubricate.common.tenancy import TenantDep
 from rubricate.db.limits import QUESTION_ID_LEN
 from rubricate_client.schemas.audit import RubricHistory
@@ -26,18 +26,13 @@ def _engine(request: Request) -> Engine:
     return engine
 
 
-@router.get(
-    BUFFER_HISTORY.path,
-    response_model=RubricHistory,
-    summary="Every rubric that was ever in the question's buffer",
-)
+@route(router, BUFFER_HISTORY, summary="Every rubric that was ever in the question's buffer")
 async def history(
     question_id: QuestionPath, request: Request, tenant: TenantDep = "default"
 ) -> RubricHistory:
-    found = await asyncio.to_thread(question_history, _engine(request), tenant, question_id)
-    if found is None:
-        raise ServiceError(404, f"no rubric buffer for question {question_id!r}", type="not_found")
-    return RubricHistory(question_id=question_id, rubrics=found)
+    rubrics = await asyncio.to_thread(question_history, _engine(request), tenant, question_id)
+    message = f"no rubric buffer for question {question_id!r}"
+    return RubricHistory(question_id=question_id, rubrics=found(rubrics, message))
 
 
 @router.get(

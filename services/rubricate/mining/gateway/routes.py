@@ -6,14 +6,12 @@ miner's errors pass on with their status, type and field (an `UpstreamError` is 
 for the app). Only GETs are retried: a POST creates or cancels a job and must not run twice.
 """
 
-from typing import Annotated
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, status
+from fastapi import APIRouter, status
+from pydantic import BaseModel
 
-from rubricate.common.errors import ServiceError
-from rubricate.common.forward import Forwarder
-from rubricate.common.tenancy import TenantDep
-from rubricate.common.upstream import ServiceClient, Upstreams
+from rubricate.common.forward import Forwarder, MinerDep
 from rubricate.mining.miner import endpoints as miner
 from rubricate.mining.miner.endpoints import (
     JOBS_LIMIT_DEFAULT,
@@ -30,30 +28,11 @@ from rubricate_client.endpoints import (
     JOBS_LIST,
     MINED_NUGGETS,
     NUGGETS_MINE,
+    Endpoint,
 )
 from rubricate_client.schemas import mining
 
-STATE_NAME = "upstreams"
-"""The gateway's upstream clients on `app.state` (built in its lifespan); the miner's is used."""
-
 router = APIRouter(tags=["mining"])
-
-
-def miner_client(request: Request) -> ServiceClient:
-    """The miner's client; a 503 when the gateway has no miner configured."""
-    upstreams: Upstreams = getattr(request.app.state, STATE_NAME)
-    if upstreams.miner is None:
-        raise ServiceError(503, "no miner is configured", type="upstream_unreachable")
-    return upstreams.miner
-
-
-def miner_forwarder(
-    client: Annotated[ServiceClient, Depends(miner_client)], tenant: TenantDep = "default"
-) -> Forwarder:
-    return Forwarder(client, tenant)
-
-
-MinerDep = Annotated[Forwarder, Depends(miner_forwarder)]
 
 
 @router.post(
@@ -63,8 +42,7 @@ MinerDep = Annotated[Forwarder, Depends(miner_forwarder)]
     summary="Ingest documents into a corpus (created if new) as a job with progress",
 )
 async def ingest(body: mining.IngestRequest, upstream: MinerDep) -> mining.JobView:
-    sent = body.model_dump(mode="json", exclude_none=True)
-    return await upstream(miner.INGEST, body=sent, retry=False)
+    return await _start_job(upstream, miner.INGEST, body)
 
 
 @router.get(CORPORA_LIST.path, response_model=mining.CorpusList, summary="The tenant's corpora")
@@ -79,8 +57,7 @@ async def corpora(upstream: MinerDep) -> mining.CorpusList:
     summary="Mine a question's nuggets from a corpus (Search-Gen-V §3.2) as a job",
 )
 async def mine(body: mining.MineRequest, upstream: MinerDep) -> mining.JobView:
-    sent = body.model_dump(mode="json", exclude_none=True)
-    return await upstream(miner.MINE, body=sent, retry=False)
+    return await _start_job(upstream, miner.MINE, body)
 
 
 @router.get(
@@ -113,3 +90,12 @@ async def nuggets(
     upstream: MinerDep, question: QuestionQuery, corpus: CorpusQuery = None
 ) -> mining.NuggetsView:
     return await upstream(miner.NUGGETS, query={"question": question, "corpus": corpus or None})
+
+
+async def _start_job(
+    upstream: Forwarder, endpoint: Endpoint[Any, mining.JobView], body: BaseModel
+) -> mining.JobView:
+    """Start a miner job with `body` (its unset fields left out), sent once: a second POST
+    would start a second job."""
+    sent = body.model_dump(mode="json", exclude_none=True)
+    return await upstream(endpoint, body=sent, retry=False)

@@ -3,21 +3,8 @@
 import logging
 
 from rubricate.common.usage import Usage
-from rubricate.llm.base import GenerationParams
-from rubricate.llm.calls import complete_structured
 from rubricate.llm.task_service import TaskService
-from rubricate.mining.generator.schemas import (
-    MergedNugget,
-    NuggetExtractionRequest,
-    NuggetExtractionResponse,
-    NuggetImportanceRequest,
-    NuggetImportanceResponse,
-    NuggetMergeRequest,
-    NuggetMergeResponse,
-    QueryRewritesRequest,
-    QueryRewritesResponse,
-    RewrittenQuery,
-)
+from rubricate.mining.generator import schemas
 from rubricate.mining.prompts import pipeline as mining
 
 log = logging.getLogger("rubricate.rubric_generator.mining")
@@ -34,63 +21,49 @@ PASSAGE_CHARS = 4000
 class MiningGenerationService(TaskService):
     """The generator's mining tasks: one structured call each, schema named after the task."""
 
-    async def query_rewrites(self, request: QueryRewritesRequest) -> QueryRewritesResponse:
+    async def query_rewrites(
+        self, request: schemas.QueryRewritesRequest
+    ) -> schemas.QueryRewritesResponse:
         usage = Usage()
-        out = await complete_structured(
-            self.backend,
-            mining.rewrite_messages(
-                question=request.question,
-                query=request.query,
-                passage=request.passage,
-                max_queries=request.max_queries,
-                max_chars=PASSAGE_CHARS,
-            ),
-            output=mining.RewriteOutput,
-            params=GenerationParams(
-                temperature=self.tasks.generation_temperature,
-                max_tokens=120 + 90 * request.max_queries,
-                schema_name=REWRITE_TASK,
-            ),
-            usage=usage,
-            task=REWRITE_TASK,
-            **self.retry,
+        messages = mining.rewrite_messages(
+            question=request.question,
+            query=request.query,
+            passage=request.passage,
+            max_queries=request.max_queries,
+            max_chars=PASSAGE_CHARS,
         )
+        params = self.decoding(
+            "generation", REWRITE_TASK, max_tokens=120 + 90 * request.max_queries
+        )
+        out = await self.structured(REWRITE_TASK, messages, mining.RewriteOutput, params, usage)
         queries = [
-            RewrittenQuery(query=q.query.strip(), operations=list(dict.fromkeys(q.operations)))
+            schemas.RewrittenQuery(
+                query=q.query.strip(), operations=list(dict.fromkeys(q.operations))
+            )
             for q in out.queries[: request.max_queries]
         ]
         log.info("mining.rewrites proposed=%d", len(queries))
-        return QueryRewritesResponse(
-            queries=queries,
-            **self.served(usage),
-        )
+        return schemas.QueryRewritesResponse(queries=queries, **self.served(usage))
 
-    async def extract(self, request: NuggetExtractionRequest) -> NuggetExtractionResponse:
+    async def extract(
+        self, request: schemas.NuggetExtractionRequest
+    ) -> schemas.NuggetExtractionResponse:
         usage = Usage()
-        out = await complete_structured(
-            self.backend,
-            mining.extract_messages(
-                question=request.question,
-                passage=request.passage,
-                max_nuggets=request.max_nuggets,
-                max_chars=PASSAGE_CHARS,
-            ),
-            output=mining.extract_output(request.max_nuggets),
-            params=GenerationParams(
-                temperature=self.tasks.generation_temperature,
-                max_tokens=80 + 80 * request.max_nuggets,
-                schema_name=EXTRACT_TASK,
-            ),
-            usage=usage,
-            task=EXTRACT_TASK,
-            **self.retry,
+        max_nuggets = request.max_nuggets
+        messages = mining.extract_messages(
+            question=request.question,
+            passage=request.passage,
+            max_nuggets=max_nuggets,
+            max_chars=PASSAGE_CHARS,
         )
-        return NuggetExtractionResponse(
-            nuggets=out.nuggets[: request.max_nuggets],
-            **self.served(usage),
+        params = self.decoding("generation", EXTRACT_TASK, max_tokens=80 + 80 * max_nuggets)
+        output = mining.extract_output(max_nuggets)
+        out = await self.structured(EXTRACT_TASK, messages, output, params, usage)
+        return schemas.NuggetExtractionResponse(
+            nuggets=out.nuggets[:max_nuggets], **self.served(usage)
         )
 
-    async def merge(self, request: NuggetMergeRequest) -> NuggetMergeResponse:
+    async def merge(self, request: schemas.NuggetMergeRequest) -> schemas.NuggetMergeResponse:
         n = len(request.nuggets)
 
         def validate(out: mining.MergeOutput) -> None:
@@ -100,31 +73,21 @@ class MiningGenerationService(TaskService):
                     raise ValueError(f"groups[{g}].ids: {bad} are not nugget numbers 1..{n}")
 
         usage = Usage()
-        out = await complete_structured(
-            self.backend,
-            mining.merge_messages(question=request.question, nuggets=request.nuggets),
-            output=mining.MergeOutput,
-            params=GenerationParams(
-                temperature=self.tasks.generation_temperature,
-                max_tokens=100 + 50 * n,
-                schema_name=MERGE_TASK,
-            ),
-            usage=usage,
-            task=MERGE_TASK,
-            validate=validate,
-            **self.retry,
+        messages = mining.merge_messages(question=request.question, nuggets=request.nuggets)
+        params = self.decoding("generation", MERGE_TASK, max_tokens=100 + 50 * n)
+        out = await self.structured(
+            MERGE_TASK, messages, mining.MergeOutput, params, usage, validate=validate
         )
         groups = [
-            MergedNugget(text=g.nugget.strip(), ids=sorted({i - 1 for i in g.ids}))
+            schemas.MergedNugget(text=g.nugget.strip(), ids=sorted({i - 1 for i in g.ids}))
             for g in out.groups
             if len(set(g.ids)) >= 2
         ]
-        return NuggetMergeResponse(
-            groups=groups,
-            **self.served(usage),
-        )
+        return schemas.NuggetMergeResponse(groups=groups, **self.served(usage))
 
-    async def importance(self, request: NuggetImportanceRequest) -> NuggetImportanceResponse:
+    async def importance(
+        self, request: schemas.NuggetImportanceRequest
+    ) -> schemas.NuggetImportanceResponse:
         n = len(request.nuggets)
 
         def validate(out: mining.ImportanceOutput) -> None:
@@ -132,21 +95,9 @@ class MiningGenerationService(TaskService):
                 raise ValueError(f"labels: expected exactly {n} labels, got {len(out.labels)}")
 
         usage = Usage()
-        out = await complete_structured(
-            self.backend,
-            mining.importance_messages(question=request.question, nuggets=request.nuggets),
-            output=mining.ImportanceOutput,
-            params=GenerationParams(
-                temperature=self.tasks.scoring_temperature,
-                max_tokens=40 + 8 * n,
-                schema_name=IMPORTANCE_TASK,
-            ),
-            usage=usage,
-            task=IMPORTANCE_TASK,
-            validate=validate,
-            **self.retry,
+        messages = mining.importance_messages(question=request.question, nuggets=request.nuggets)
+        params = self.decoding("scoring", IMPORTANCE_TASK, max_tokens=40 + 8 * n)
+        out = await self.structured(
+            IMPORTANCE_TASK, messages, mining.ImportanceOutput, params, usage, validate=validate
         )
-        return NuggetImportanceResponse(
-            labels=out.labels,
-            **self.served(usage),
-        )
+        return schemas.NuggetImportanceResponse(labels=out.labels, **self.served(usage))

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, defer
 
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
+from rubricate.db.rows import from_row
 from rubricate.mining.miner.models import CorpusRow, JobRow, MinedNuggetRow
 
 JobKind = Literal["mine", "ingest"]
@@ -49,31 +50,12 @@ class JobSnapshot:
     def of(cls, row: JobRow, *, with_tree: bool = True) -> "JobSnapshot":
         """`with_tree=False`: the search tree is left out (None), for lists that never
         show it; the row must then have been loaded without it."""
-
-        def utc(v: datetime | None) -> datetime | None:
-            return None if v is None else as_utc(v)
-
-        return cls(
-            id=row.id,
-            tenant=row.tenant,
-            kind=row.kind,  # type: ignore[arg-type]
-            state=row.state,  # type: ignore[arg-type]
-            corpus=row.corpus,
-            question=row.question,
+        return from_row(
+            cls,
+            row,
             params=dict(row.params or {}),
             progress=dict(row.progress or {}),
             tree=row.tree if with_tree else None,
-            result=row.result,
-            error=row.error,
-            cancel_requested=row.cancel_requested,
-            attempts=row.attempts,
-            steps=row.steps,
-            worker=row.worker,
-            created_at=as_utc(row.created_at),
-            updated_at=as_utc(row.updated_at),
-            started_at=utc(row.started_at),
-            finished_at=utc(row.finished_at),
-            heartbeat_at=utc(row.heartbeat_at),
         )
 
 
@@ -90,16 +72,7 @@ class CorpusSnapshot:
 
 
 def _corpus(row: CorpusRow) -> CorpusSnapshot:
-    return CorpusSnapshot(
-        tenant=row.tenant,
-        name=row.name,
-        embedding_model=row.embedding_model,
-        dim=row.dim,
-        documents=row.documents,
-        passages=row.passages,
-        created_at=as_utc(row.created_at),
-        updated_at=as_utc(row.updated_at),
-    )
+    return from_row(CorpusSnapshot, row)
 
 
 def _locked_job(session: Session, job_id: str) -> JobRow | None:

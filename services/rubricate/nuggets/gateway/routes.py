@@ -2,8 +2,9 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
+from rubricate.common.app import state_dependency
 from rubricate.common.tenancy import TenantDep
 from rubricate.common.usage import Usage
 from rubricate.nuggets.gateway.service import NuggetService
@@ -20,13 +21,7 @@ router = APIRouter(tags=["rewards"])
 STATE_NAME = "nuggets"
 """The attribute of `app.state` holding the `NuggetService`."""
 
-
-def get_nuggets(request: Request) -> NuggetService:
-    service: NuggetService = getattr(request.app.state, STATE_NAME)
-    return service
-
-
-NuggetsDep = Annotated[NuggetService, Depends(get_nuggets)]
+NuggetsDep = Annotated[NuggetService, Depends(state_dependency(STATE_NAME, NuggetService))]
 
 
 @router.post(

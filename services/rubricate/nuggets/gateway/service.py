@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rubricate.common.addressing import AddressingReporter, hand_over
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.upstream import ServiceClient, UpstreamError, upstream_failure
 from rubricate.common.usage import Usage, usage_out
@@ -64,10 +65,6 @@ from rubricate_client.schemas.nuggets import (
 )
 
 log = logging.getLogger("rubricate.nuggets.gateway.service")
-
-AddressingReporter = Callable[[str, AddressingReport], None]
-"""Where a request in which something addressed the judge is handed to the audit (tenant,
-report): the gateway's `AuditSubmitter.addressing`, which returns at once and never raises."""
 
 
 class NuggetSettings(BaseSettings):
@@ -183,7 +180,7 @@ class NuggetService:
             report = AddressingReport(
                 kind="nugget", items=1, flagged=1, markers=_block_markers(response)
             )
-            _hand_over(self.audit, tenant, report)
+            hand_over(self.audit, tenant, report)
         return response
 
     async def _label(
@@ -306,7 +303,7 @@ class NuggetService:
         log.info("nuggets.batch items=%d failed=%d", len(items), failed)
         flagged = [i for i in items if i.result is not None and i.result.judge_addressing]
         if flagged:
-            _hand_over(
+            hand_over(
                 self.audit,
                 tenant,
                 AddressingReport(
@@ -482,12 +479,3 @@ def _soft_reward(results: Sequence[NuggetResult], weights: Sequence[float]) -> f
 def _block_markers(response: NuggetVerifyResponse) -> list[str]:
     """What the answer's blocks hold that addresses the judge, prefixed with the block."""
     return [f"block {b.index}: {m}" for b in response.blocks for m in b.judge_addressing]
-
-
-def _hand_over(
-    audit: AddressingReporter | None, tenant: str | None, report: AddressingReport
-) -> None:
-    """Hand a request in which something addressed the judge to the audit, when there is an
-    audit and a tenant (the reporter returns at once and never raises)."""
-    if audit is not None and tenant is not None and (report.markers or report.flagged):
-        audit(tenant, report)

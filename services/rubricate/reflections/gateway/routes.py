@@ -9,8 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from rubricate.common.app import state_dependency
 from rubricate.common.auth import request_actor
-from rubricate.common.forward import Forwarder
+from rubricate.common.forward import StoreDep
 from rubricate.common.tenancy import TenantDep
 from rubricate.reflections.gateway.bank_proxy import BankProxy
 from rubricate.reflections.gateway.service import ReflectionService
@@ -61,26 +62,8 @@ STATE_NAME = "reflections"
 PROXY_STATE_NAME = "bank_proxy"
 
 
-def get_service(request: Request) -> ReflectionService:
-    service: ReflectionService = getattr(request.app.state, STATE_NAME)
-    return service
-
-
-def get_proxy(request: Request) -> BankProxy:
-    proxy: BankProxy = getattr(request.app.state, PROXY_STATE_NAME)
-    return proxy
-
-
-ServiceDep = Annotated[ReflectionService, Depends(get_service)]
-ProxyDep = Annotated[BankProxy, Depends(get_proxy)]
-
-
-def store_forwarder(service: ServiceDep, tenant: TenantDep) -> Forwarder:
-    """The store's routes, called for the caller's tenant (the pure proxy routes' upstream)."""
-    return Forwarder(service.store, tenant)
-
-
-StoreDep = Annotated[Forwarder, Depends(store_forwarder)]
+ServiceDep = Annotated[ReflectionService, Depends(state_dependency(STATE_NAME, ReflectionService))]
+ProxyDep = Annotated[BankProxy, Depends(state_dependency(PROXY_STATE_NAME, BankProxy))]
 QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 
 

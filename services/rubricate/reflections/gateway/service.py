@@ -18,7 +18,7 @@ are read from it at the end.
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +26,7 @@ from prometheus_client import Counter
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rubricate.common.addressing import AddressingReporter, hand_over
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.request_context import request_context
@@ -68,10 +69,6 @@ from rubricate_client.schemas.scorings import StoredScoring
 from rubricate_client.schemas.stagewise import RubricOut, Timing
 
 log = logging.getLogger("rubricate.gateway")
-
-AddressingReporter = Callable[[str, AddressingReport], None]
-"""Where a request in which something addressed the judge is handed to the audit (tenant,
-report): the gateway's `AuditSubmitter.addressing`, which returns at once and never raises."""
 
 REFLECTION_CANDIDATES = Counter(
     "rubricate_reflection_candidates_total",
@@ -141,7 +138,7 @@ class ReflectionService:
             checks = [check_format(text) for text in request.candidates]
             judged = await self._judge_all(request, checks, stage_scores, evidence, ctx.usage)
             rated = _rate(checks, judged, usage=ctx.usage)
-            _hand_over(self.audit, tenant, rated.addressing_report(step=request.step))
+            hand_over(self.audit, tenant, rated.addressing_report(step=request.step))
             qhash = question_hash(request.question)
             bank = await self._write_bank(request, rated, qhash)
         total = time.perf_counter() - started
@@ -513,10 +510,3 @@ def _judged_stages(scores: Mapping[Stage, float | None] | None) -> dict[Stage, f
     if scores is None:
         return None
     return {stage: value for stage, value in scores.items() if value is not None}
-
-
-def _hand_over(audit: AddressingReporter | None, tenant: str, report: AddressingReport) -> None:
-    """Hand a request in which something addressed the judge to the audit, when there is an
-    audit (the reporter returns at once and never raises)."""
-    if audit is not None and (report.markers or report.flagged):
-        audit(tenant, report)

@@ -1,14 +1,14 @@
 """The store's bank and snapshot routes: parse, call the bank service, respond."""
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
-from fastapi.types import DecoratedCallable
 
 from rubricate.common.errors import ErrorMapping, ServiceError
+from rubricate.common.routing import answered_as, found, route, state_service
 from rubricate.common.tenancy import TenantDep
+from rubricate.reflections.store import schemas
 from rubricate.reflections.store.endpoints import (
     BANK_ITEM,
     BANK_ITEM_CURATE,
@@ -28,53 +28,18 @@ from rubricate.reflections.store.repository import (
     BankItemConflictError,
     BankItemNotFoundError,
 )
-from rubricate.reflections.store.schemas import (
-    BankCurationIn,
-    BankItemIn,
-    OfferResponse,
-    ReindexResponse,
-    RetrieveRequest,
-    RetrieveResponse,
-)
 from rubricate.reflections.store.service import BankService, IndexUnavailableError
 from rubricate.reflections.store.snapshots import SnapshotExistsError, SnapshotNotFoundError
 from rubricate_client.constants import MAX_STEP
-from rubricate_client.endpoints import Endpoint
 from rubricate_client.headers import DEFAULT_TENANT
-from rubricate_client.schemas.bank import (
-    BankItemCurationResult,
-    BankItemHistory,
-    BankItemList,
-    BankStats,
-    RestoreRequest,
-    RestoreResponse,
-    RetrievedItem,
-    SnapshotInfo,
-    SnapshotList,
-    SnapshotRequest,
-)
+from rubricate_client.schemas import bank as views
 from rubricate_client.schemas.curation import BankStatus
 from rubricate_client.schemas.limits import MAX_LIST_OFFSET
 
 router = APIRouter(tags=["bank"])
 STATE_NAME = "bank"
-
-
-def get_bank(request: Request) -> BankService:
-    service: BankService = getattr(request.app.state, STATE_NAME)
-    return service
-
-
+get_bank = state_service(BankService, STATE_NAME)
 BankDep = Annotated[BankService, Depends(get_bank)]
-
-
-def _route(
-    endpoint: Endpoint[Any, Any], **kwargs: Any
-) -> Callable[[DecoratedCallable], DecoratedCallable]:
-    """The decorator of the route serving `endpoint`: its method, path and response model."""
-    return router.api_route(
-        endpoint.path, methods=[endpoint.method], response_model=endpoint.response, **kwargs
-    )
 
 
 QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
@@ -90,30 +55,26 @@ def _index_unavailable(exc: Exception) -> ServiceError:
     )
 
 
-def _as(status_code: int, type: str, field: str) -> Callable[[Exception], ServiceError]:
-    return lambda exc: ServiceError(status_code, str(exc), type=type, field=field)
-
-
 BANK_ERRORS: ErrorMapping = {
     IndexUnavailableError: _index_unavailable,
-    SnapshotNotFoundError: _as(404, "not_found", "step"),
-    SnapshotExistsError: _as(409, "conflict", "step"),
-    BankItemNotFoundError: _as(404, "not_found", "question_hash"),
-    BankItemConflictError: _as(409, "conflict", "action"),
+    SnapshotNotFoundError: answered_as(404, "not_found", "step"),
+    SnapshotExistsError: answered_as(409, "conflict", "step"),
+    BankItemNotFoundError: answered_as(404, "not_found", "question_hash"),
+    BankItemConflictError: answered_as(409, "conflict", "action"),
 }
 """The bank service's errors as the store answers them, registered once on the store app:
 the vector index down is a 503 the caller may retry, known conflicts are 404/409. (A
 database down or saturated: `rubricate.store.app.DATABASE_ERRORS`.)"""
 
 
-@_route(BANK_OFFER, summary="Offer an accepted reflection")
+@route(router, BANK_OFFER, summary="Offer an accepted reflection")
 async def offer(
-    body: BankItemIn, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
-) -> OfferResponse:
+    body: schemas.BankItemIn, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> schemas.OfferResponse:
     return await bank.offer(tenant, body)
 
 
-@_route(BANK_ITEMS, summary="The tenant's bank items, the most recently updated first")
+@route(router, BANK_ITEMS, summary="The tenant's bank items, the most recently updated first")
 async def list_items(
     bank: BankDep,
     tenant: TenantDep = DEFAULT_TENANT,
@@ -121,81 +82,83 @@ async def list_items(
     search: Annotated[str | None, Query(max_length=1000)] = None,
     offset: Annotated[int, Query(ge=0, le=MAX_LIST_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_BANK_PAGE)] = 50,
-) -> BankItemList:
+) -> views.BankItemList:
     return await bank.list_items(tenant, status=status, search=search, offset=offset, limit=limit)
 
 
-@_route(
-    BANK_ITEM_CURATE, summary="Approve, edit or retire a bank item (the author comes in the body)"
+@route(
+    router,
+    BANK_ITEM_CURATE,
+    summary="Approve, edit or retire a bank item (the author comes in the body)",
 )
 async def curate_item(
     question_hash: QuestionHashPath,
-    body: BankCurationIn,
+    body: schemas.BankCurationIn,
     bank: BankDep,
     tenant: TenantDep = DEFAULT_TENANT,
-) -> BankItemCurationResult:
+) -> views.BankItemCurationResult:
     return await bank.curate(tenant, question_hash, body)
 
 
-@_route(BANK_ITEM_HISTORY, summary="Every version of a bank item, oldest first")
+@route(router, BANK_ITEM_HISTORY, summary="Every version of a bank item, oldest first")
 async def item_history(
     question_hash: QuestionHashPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
-) -> BankItemHistory:
-    found = await bank.history(tenant, question_hash)
-    if found is None:
+) -> views.BankItemHistory:
+    versions = await bank.history(tenant, question_hash)
+    if versions is None:
         raise BankItemNotFoundError(f"no bank item for {question_hash}")
-    return found
+    return versions
 
 
-@_route(BANK_ITEM, summary="The bank's item for a question hash")
+@route(router, BANK_ITEM, summary="The bank's item for a question hash")
 async def get_item(
     question_hash: QuestionHashPath, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
-) -> RetrievedItem:
-    item = await bank.get(tenant, question_hash)
-    if item is None:
-        raise ServiceError(404, f"no bank item for {question_hash}", type="not_found")
-    return item
+) -> views.RetrievedItem:
+    return found(await bank.get(tenant, question_hash), f"no bank item for {question_hash}")
 
 
-@_route(
-    BANK_RETRIEVE, summary="Within-episode (exact question) or cross-episode (top-k similar) items"
+@route(
+    router,
+    BANK_RETRIEVE,
+    summary="Within-episode (exact question) or cross-episode (top-k similar) items",
 )
 async def retrieve(
-    body: RetrieveRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
-) -> RetrieveResponse:
+    body: schemas.RetrieveRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> schemas.RetrieveResponse:
     return await bank.retrieve(tenant, body)
 
 
-@_route(BANK_STATS)
-async def stats(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> BankStats:
+@route(router, BANK_STATS)
+async def stats(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> views.BankStats:
     return await bank.stats(tenant)
 
 
-@_route(BANK_REINDEX, summary="Rebuild the tenant's vector index from the database")
-async def reindex(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> ReindexResponse:
-    return ReindexResponse(indexed=await bank.reindex(tenant))
+@route(router, BANK_REINDEX, summary="Rebuild the tenant's vector index from the database")
+async def reindex(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> schemas.ReindexResponse:
+    return schemas.ReindexResponse(indexed=await bank.reindex(tenant))
 
 
-@_route(
+@route(
+    router,
     SNAPSHOT_CREATE,
     status_code=201,
     summary="Snapshot the bank and the judge rubric buffers as of a training step",
 )
 async def snapshot(
-    body: SnapshotRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
-) -> SnapshotInfo:
+    body: views.SnapshotRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> views.SnapshotInfo:
     return await bank.snapshot(tenant, body.step, replace=body.replace)
 
 
-@_route(SNAPSHOTS)
-async def list_snapshots(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> SnapshotList:
-    return SnapshotList(snapshots=await bank.list_snapshots(tenant))
+@route(router, SNAPSHOTS)
+async def list_snapshots(bank: BankDep, tenant: TenantDep = DEFAULT_TENANT) -> views.SnapshotList:
+    return views.SnapshotList(snapshots=await bank.list_snapshots(tenant))
 
 
-@_route(SNAPSHOT_RESTORE, summary="Bring back the bank and the rubric buffers of a snapshot")
+@route(router, SNAPSHOT_RESTORE, summary="Bring back the bank and the rubric buffers of a snapshot")
 async def restore(
-    body: RestoreRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
-) -> RestoreResponse:
+    body: views.RestoreRequest, bank: BankDep, tenant: TenantDep = DEFAULT_TENANT
+) -> views.RestoreResponse:
     return await bank.restore(tenant, body.step)
 
 
@@ -215,7 +178,8 @@ async def export(
     )
 
 
-@_route(
+@route(
+    router,
     SNAPSHOT_IMPORT,
     status_code=201,
     summary="Store an exported JSONL snapshot (restore it with /v1/bank/restore)",
@@ -225,7 +189,7 @@ async def import_snapshot(
     bank: BankDep,
     tenant: TenantDep = DEFAULT_TENANT,
     replace: Annotated[bool, Query()] = False,
-) -> SnapshotInfo:
+) -> views.SnapshotInfo:
     raw = await request.body()
     try:
         text = raw.decode("utf-8")

@@ -8,8 +8,6 @@ import logging
 import time
 
 from rubricate.common.usage import Usage
-from rubricate.llm.base import GenerationParams
-from rubricate.llm.calls import complete_structured
 from rubricate.llm.prompt_text import manipulation_markers
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.task_service import TaskService
@@ -57,23 +55,11 @@ class ReflectionJudgeService(TaskService):
             max_trajectory_chars=self.tasks.max_chars_per_stage * TRAJECTORY_BUDGET_STAGES,
             trajectory_markers=trajectory_markers,
         )
-        params = GenerationParams(
-            temperature=self.tasks.scoring_temperature,
-            max_tokens=self.tasks.scoring_max_tokens,
-            json_schema=_SCHEMA,
-            schema_name=reflection_judging.SCHEMA_NAME,
-        )
+        params = self.decoding("scoring", reflection_judging.SCHEMA_NAME, json_schema=_SCHEMA)
         usage = Usage()
         started = time.perf_counter()
-        verdict = await complete_structured(
-            self.backend,
-            messages,
-            output=reflection_judging.ReflectionVerdict,
-            params=params,
-            usage=usage,
-            task=TASK,
-            stage="reflection",
-            **self.retry,
+        verdict = await self.structured(
+            TASK, messages, reflection_judging.ReflectionVerdict, params, usage, stage="reflection"
         )
         elapsed = time.perf_counter() - started
         log.info("reflection.judged evidence=%d seconds=%.1f", len(request.evidence), elapsed)

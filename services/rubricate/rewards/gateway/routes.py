@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
+from rubricate.common.app import state_dependency
 from rubricate.common.disconnect import unless_disconnected
 from rubricate.common.tenancy import TenantDep
 from rubricate.common.tenant_limits import admit_rollouts
@@ -17,13 +18,7 @@ router = APIRouter(tags=["trainers"])
 STATE_NAME = "trainer_rewards"
 """The service object on `app.state`, built in the gateway's lifespan."""
 
-
-def get_trainer_rewards(request: Request) -> TrainerRewards:
-    service: TrainerRewards = getattr(request.app.state, STATE_NAME)
-    return service
-
-
-TrainerRewardsDep = Annotated[TrainerRewards, Depends(get_trainer_rewards)]
+TrainerRewardsDep = Annotated[TrainerRewards, Depends(state_dependency(STATE_NAME, TrainerRewards))]
 
 
 @router.post(

@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
+from rubricate.common.app import state_dependency
 from rubricate.common.auth import request_actor
-from rubricate.common.forward import Forwarder
+from rubricate.common.forward import StoreDep
 from rubricate.common.tenancy import TenantDep
 from rubricate.common.tenant_limits import admit_rollouts
 from rubricate.stagewise.domain.ssgrpo import (
@@ -51,21 +52,7 @@ from rubricate_client.schemas.stagewise import (
 router = APIRouter(tags=["rewards"])
 
 
-def get_stagewise(request: Request) -> StagewiseService:
-    service: StagewiseService = request.app.state.stagewise
-    return service
-
-
-StagewiseDep = Annotated[StagewiseService, Depends(get_stagewise)]
-
-
-def store_forwarder(service: StagewiseDep, tenant: TenantDep) -> Forwarder:
-    """The store's buffer routes, called for the caller's tenant (the proxy routes' upstream).
-    Upstream 4xx (404, 409) pass through; only reads are retried."""
-    return Forwarder(service.up.store, tenant)
-
-
-StoreDep = Annotated[Forwarder, Depends(store_forwarder)]
+StagewiseDep = Annotated[StagewiseService, Depends(state_dependency("stagewise", StagewiseService))]
 RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
 
 

@@ -4,8 +4,6 @@ import logging
 import time
 
 from rubricate.common.usage import Usage
-from rubricate.llm.base import GenerationParams
-from rubricate.llm.calls import complete_structured
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.task_service import TaskService
 from rubricate.stagewise.generator.endpoints import STAGE_RUBRICS
@@ -32,22 +30,11 @@ class StageRubricService(TaskService):
             existing=request.existing,
             max_chars_per_stage=self.tasks.max_chars_per_stage,
         )
-        params = GenerationParams(
-            temperature=self.tasks.generation_temperature,
-            max_tokens=self.tasks.generation_max_tokens,
-            json_schema=_SCHEMA,
-            schema_name="stage_rubrics",
-        )
+        params = self.decoding("generation", "stage_rubrics", json_schema=_SCHEMA)
         usage = Usage()
         started = time.perf_counter()
-        output = await complete_structured(
-            self.backend,
-            messages,
-            output=stage_rubrics.GeneratedRubrics,
-            params=params,
-            usage=usage,
-            task=TASK,
-            **self.retry,
+        output = await self.structured(
+            TASK, messages, stage_rubrics.GeneratedRubrics, params, usage
         )
         specs = output.specs()
         log.info(

@@ -7,13 +7,12 @@ and a database that is down or saturated (503 `store_unavailable`,
 `rubricate.store.app.DATABASE_ERRORS`)."""
 
 import asyncio
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.types import DecoratedCallable
+from fastapi import APIRouter, Depends, Path, Query
 
 from rubricate.common.errors import ErrorMapping, ServiceError
+from rubricate.common.routing import answered_as, found, route, state_service
 from rubricate.common.tenancy import TenantDep
 from rubricate.db.limits import QUESTION_ID_LEN, RUBRIC_ID_LEN, SCORING_ID_LEN
 from rubricate.stagewise.store.endpoints import (
@@ -46,7 +45,6 @@ from rubricate.stagewise.store.service import (
     CurationConflictError,
     RubricNotFoundError,
 )
-from rubricate_client.endpoints import Endpoint
 from rubricate_client.headers import DEFAULT_TENANT
 from rubricate_client.schemas.buffers import (
     BufferView,
@@ -63,21 +61,9 @@ scorings_router = APIRouter(tags=["scorings"])
 MAX_SCORINGS_PAGE = 100
 
 
-def get_store(request: Request) -> BufferStore:
-    store: BufferStore = request.app.state.store
-    return store
-
-
-def get_buffer_cache(request: Request) -> BufferCache:
-    cache: BufferCache = request.app.state.buffers
-    return cache
-
-
-def get_scorings(request: Request) -> ScoringStore:
-    scorings: ScoringStore = request.app.state.scorings
-    return scorings
-
-
+get_store = state_service(BufferStore, "store")
+get_buffer_cache = state_service(BufferCache, "buffers")
+get_scorings = state_service(ScoringStore, "scorings")
 StoreDep = Annotated[BufferStore, Depends(get_store)]
 CacheDep = Annotated[BufferCache, Depends(get_buffer_cache)]
 ScoringsDep = Annotated[ScoringStore, Depends(get_scorings)]
@@ -90,30 +76,14 @@ RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
 ScoringIdPath = Annotated[str, Path(min_length=1, max_length=SCORING_ID_LEN)]
 
 
-def _route(
-    on: APIRouter, endpoint: Endpoint[Any, Any], **kwargs: Any
-) -> Callable[[DecoratedCallable], DecoratedCallable]:
-    """The decorator of the route serving `endpoint` on `on`: its method, path and response
-    model."""
-    return on.api_route(
-        endpoint.path, methods=[endpoint.method], response_model=endpoint.response, **kwargs
-    )
-
-
-def _as(
-    status_code: int, type: str, field: str | None = None
-) -> Callable[[Exception], ServiceError]:
-    return lambda exc: ServiceError(status_code, str(exc), type=type, field=field)
-
-
 def _scoring_exists(exc: Exception) -> ServiceError:
     return ServiceError(409, f"scoring {exc} exists", type="conflict", field="scoring_id")
 
 
 STAGEWISE_ERRORS: ErrorMapping = {
-    BufferNotFoundError: _as(404, "not_found"),
-    RubricNotFoundError: _as(404, "not_found"),
-    CurationConflictError: _as(409, "conflict"),
+    BufferNotFoundError: answered_as(404, "not_found"),
+    RubricNotFoundError: answered_as(404, "not_found"),
+    CurationConflictError: answered_as(409, "conflict"),
     ScoringExistsError: _scoring_exists,
 }
 """The buffers' and stored scorings' errors as the store answers them, registered once on
@@ -121,7 +91,7 @@ the store app: an unknown buffer or rubric is a 404, a curation that does not ap
 scoring id taken a 409."""
 
 
-@_route(router, BUFFER, summary="A question's rubric buffer (rubrics not pruned, per stage)")
+@route(router, BUFFER, summary="A question's rubric buffer (rubrics not pruned, per stage)")
 async def get_buffer(
     question_id: QuestionIdPath,
     store: StoreDep,
@@ -137,9 +107,7 @@ async def get_buffer(
     return view
 
 
-@_route(
-    router, BUFFER_ADD_RUBRICS, summary="Add rubrics to a question's buffer (created if needed)"
-)
+@route(router, BUFFER_ADD_RUBRICS, summary="Add rubrics to a question's buffer (created if needed)")
 async def add_rubrics(
     question_id: QuestionIdPath,
     body: AddRubricsRequest,
@@ -154,7 +122,7 @@ async def add_rubrics(
     return view
 
 
-@_route(
+@route(
     router,
     BUFFER_PRUNE,
     summary="Record a group's rubric variances and prune actives over the caps",
@@ -178,7 +146,7 @@ async def prune(
     return result
 
 
-@_route(
+@route(
     router, QUESTIONS, summary="The tenant's questions with their rubric counts, one page at a time"
 )
 async def list_questions(
@@ -195,7 +163,7 @@ async def list_questions(
     return await asyncio.to_thread(store.list_questions, tenant, query)
 
 
-@_route(
+@route(
     router, RUBRIC_CURATE, summary="Pin, unpin, retire or edit one rubric (the author is recorded)"
 )
 async def curate(
@@ -211,7 +179,7 @@ async def curate(
     return result
 
 
-@_route(
+@route(
     router,
     CURATIONS,
     summary="Who pinned, retired or edited which rubric of the question, newest first",
@@ -225,7 +193,7 @@ async def curations(
     return found
 
 
-@_route(
+@route(
     scorings_router,
     SCORING_PUT,
     status_code=201,
@@ -237,7 +205,7 @@ async def put_scoring(
     return await asyncio.to_thread(scorings.put_scoring, tenant, body)
 
 
-@_route(scorings_router, SCORINGS, summary="A question's latest stored scorings, newest first")
+@route(scorings_router, SCORINGS, summary="A question's latest stored scorings, newest first")
 async def list_scorings(
     scorings: ScoringsDep,
     question_id: Annotated[str, Query(min_length=1, max_length=QUESTION_ID_LEN)],
@@ -248,13 +216,9 @@ async def list_scorings(
     return ScoringList(scorings=found)
 
 
-@_route(scorings_router, SCORING)
+@route(scorings_router, SCORING)
 async def get_scoring(
     scoring_id: ScoringIdPath, scorings: ScoringsDep, tenant: TenantDep = DEFAULT_TENANT
 ) -> StoredScoring:
-    found = await asyncio.to_thread(scorings.get_scoring, tenant, scoring_id)
-    if found is None:
-        raise ServiceError(
-            404, f"no stagewise scoring {scoring_id!r} (unknown or expired)", type="not_found"
-        )
-    return found
+    stored = await asyncio.to_thread(scorings.get_scoring, tenant, scoring_id)
+    return found(stored, f"no stagewise scoring {scoring_id!r} (unknown or expired)")

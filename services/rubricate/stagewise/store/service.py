@@ -18,6 +18,7 @@ from rubricate.common.cache import Cache
 from rubricate.core.rubrics import rubric_id
 from rubricate.db.base import as_utc, utcnow
 from rubricate.db.engine import unit_of_work
+from rubricate.db.rows import from_row
 from rubricate.stagewise.domain.buffer import RubricState, curation_conflict, select_prunes
 from rubricate.stagewise.store.models import QuestionRow, RubricCurationRow, RubricRow
 from rubricate.stagewise.store.repository import BufferRepository
@@ -89,15 +90,8 @@ def _view(question: QuestionRow, rows: Sequence[RubricRow]) -> BufferView:
 
 
 def _event(row: RubricCurationRow) -> CurationEvent:
-    return CurationEvent(
-        target="rubric",
-        subject=row.rubric_id,
-        question_id=row.question_id,
-        action=row.action,
-        author=row.author,
-        reason=row.reason,
-        at=as_utc(row.at),
-        detail=dict(row.detail or {}),
+    return from_row(
+        CurationEvent, row, target="rubric", subject=row.rubric_id, detail=dict(row.detail or {})
     )
 
 

@@ -20,13 +20,8 @@ from functools import cache
 from typing import Any, Literal
 
 from rubricate.common.usage import Usage
-from rubricate.llm.base import GenerationParams, LLMBackend
-from rubricate.llm.calls import (
-    complete_structured,
-    gather_or_cancel,
-    judge_metrics,
-    scored_choices,
-)
+from rubricate.llm.base import LLMBackend
+from rubricate.llm.calls import gather_or_cancel, judge_metrics, scored_choices
 from rubricate.llm.request_gate import RequestGate
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
@@ -70,24 +65,17 @@ class StageScoringService(TaskService):
             rubrics=rubrics,
             max_chars_per_stage=self.tasks.max_chars_per_stage,
         )
-        params = GenerationParams(
-            temperature=self.tasks.scoring_temperature,
-            max_tokens=self.tasks.scoring_max_tokens,
-            json_schema=_sheet_schema(len(rubrics)),
-            schema_name="score_sheet",
-        )
+        params = self.decoding("scoring", "score_sheet", json_schema=_sheet_schema(len(rubrics)))
         usage = Usage()
         started = time.perf_counter()
-        sheet = await complete_structured(
-            self.backend,
+        sheet = await self.structured(
+            TASK,
             messages,
-            output=stage_scoring.ScoreSheet,
-            params=params,
-            usage=usage,
-            task=TASK,
+            stage_scoring.ScoreSheet,
+            params,
+            usage,
             validate=lambda s: stage_scoring.check_sheet(s, n_rubrics=len(rubrics)),
             stage=_stage_label(rubrics),
-            **self.retry,
         )
         elapsed = time.perf_counter() - started
         log.info("stages.scored rubrics=%d seconds=%.1f", len(rubrics), elapsed)

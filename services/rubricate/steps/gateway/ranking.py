@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rubricate.common.addressing import AddressingReporter, hand_over
 from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.request_context import RequestContext, current_context, request_context
@@ -49,13 +50,7 @@ from rubricate.steps.domain.listwise import (
     to_tiers,
 )
 from rubricate.steps.domain.rewards import Criterion, make_rubric, weighted_fraction
-from rubricate.steps.gateway.shared import (
-    AddressingReporter,
-    hand_over,
-    judge_unavailable,
-    step_verdicts,
-    timing_since,
-)
+from rubricate.steps.gateway.shared import judge_unavailable, step_verdicts, timing_since
 from rubricate.steps.verifier.endpoints import LISTWISE_RANK
 from rubricate.steps.verifier.schemas import LabeledCandidate, RankTaskRequest, RankTaskResponse
 from rubricate_client.constants import RANK_MIN_VALID_JUDGES, REPETITION_MAX_RATE

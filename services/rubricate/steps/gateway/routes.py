@@ -2,8 +2,9 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
+from rubricate.common.app import state_dependency
 from rubricate.common.tenancy import TenantDep
 from rubricate.steps.gateway.service import StepsService
 from rubricate_client.endpoints import (
@@ -34,13 +35,7 @@ router = APIRouter(tags=["steps"])
 STATE_NAME = "steps"
 """The attribute of `app.state` holding the `StepsService`."""
 
-
-def get_steps(request: Request) -> StepsService:
-    service: StepsService = getattr(request.app.state, STATE_NAME)
-    return service
-
-
-StepsDep = Annotated[StepsService, Depends(get_steps)]
+StepsDep = Annotated[StepsService, Depends(state_dependency(STATE_NAME, StepsService))]
 
 
 @router.post(

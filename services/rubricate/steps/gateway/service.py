@@ -26,6 +26,7 @@ from typing import Protocol
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rubricate.common.addressing import AddressingReporter, hand_over
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.request_context import request_context
 from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams
@@ -51,13 +52,7 @@ from rubricate.steps.domain.segmentation import (
     segment_text,
 )
 from rubricate.steps.gateway.ranking import RankingService
-from rubricate.steps.gateway.shared import (
-    AddressingReporter,
-    hand_over,
-    judge_unavailable,
-    step_verdicts,
-    timing_since,
-)
+from rubricate.steps.gateway.shared import judge_unavailable, step_verdicts, timing_since
 from rubricate.steps.generator.endpoints import STEP_RUBRIC
 from rubricate.steps.generator.schemas import StepRubricTaskRequest
 from rubricate_client.constants import STEP_MAX_RETRIES

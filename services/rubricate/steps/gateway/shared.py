@@ -3,7 +3,7 @@ call, and at the end of a request its timing, the failure when no judge call wor
 hand-over to the audit."""
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from rubricate.common.errors import ServiceError
 from rubricate.common.request_context import RequestContext
@@ -12,12 +12,7 @@ from rubricate.common.usage import usage_out
 from rubricate.steps.domain.rewards import Criterion, Verdict
 from rubricate.steps.verifier.endpoints import STEP_VERDICTS
 from rubricate.steps.verifier.schemas import StepVerdictsRequest
-from rubricate_client.schemas.audit import AddressingReport
 from rubricate_client.schemas.stagewise import Timing
-
-AddressingReporter = Callable[[str, AddressingReport], None]
-"""Where a request in which something addressed the judge is handed to the audit (tenant,
-report): the gateway's `AuditSubmitter.addressing`, which returns at once and never raises."""
 
 
 async def step_verdicts(
@@ -64,12 +59,3 @@ def judge_unavailable(what: str, error: str | None, ctx: RequestContext) -> Serv
         type="judge_unavailable",
         usage=usage_out(ctx.usage),
     )
-
-
-def hand_over(
-    audit: AddressingReporter | None, tenant: str | None, report: AddressingReport
-) -> None:
-    """Hand a request in which something addressed the judge to the audit, when there is an
-    audit and a tenant (the reporter returns at once and never raises)."""
-    if audit is not None and tenant is not None and (report.markers or report.flagged):
-        audit(tenant, report)

@@ -7,7 +7,6 @@ from typing import Any, Unpack
 
 from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams
-from rubricate.llm.calls import complete_structured
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.task_service import TaskService, TaskServiceArgs
 from rubricate.steps.generator.schemas import (
@@ -59,15 +58,13 @@ class StepRubricService(TaskService):
         )
         usage = Usage()
         started = time.perf_counter()
-        draft = await complete_structured(
-            self.backend,
+        draft = await self.structured(
+            TASK,
             messages,
-            output=step_rubric.StepRubricDraft,
-            params=params,
-            usage=usage,
-            task=TASK,
+            step_rubric.StepRubricDraft,
+            params,
+            usage,
             validate=lambda d: step_rubric.check_draft(d, k=request.k),
-            **self.retry,
         )
         log.info(
             "step_rubric.generated k=%d seconds=%.1f", request.k, time.perf_counter() - started

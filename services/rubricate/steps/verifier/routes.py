@@ -2,33 +2,15 @@
 answered by the model server's one `LLMError` handler, named after the route: `step_verify`,
 `listwise_rank`)."""
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends
-
-from rubricate.llm.server import task_service
+from rubricate.llm.server import TaskRoute, task_router
 from rubricate.steps.verifier.endpoints import LISTWISE_RANK, STEP_VERDICTS
-from rubricate.steps.verifier.schemas import (
-    RankTaskRequest,
-    RankTaskResponse,
-    StepVerdictsRequest,
-    StepVerdictsResponse,
-)
 from rubricate.steps.verifier.service import StepJudgeService
-
-router = APIRouter(tags=["tasks"])
 
 STATE_NAME = "step_judge"
 """The attribute of `app.state` holding the `StepJudgeService`."""
 
-ServiceDep = Annotated[StepJudgeService, Depends(task_service(STATE_NAME))]
-
-
-@router.post(STEP_VERDICTS.path, name=STEP_VERDICTS.name, response_model=StepVerdictsResponse)
-async def step_verdicts(body: StepVerdictsRequest, service: ServiceDep) -> StepVerdictsResponse:
-    return await service.verdicts(body)
-
-
-@router.post(LISTWISE_RANK.path, name=LISTWISE_RANK.name, response_model=RankTaskResponse)
-async def rank(body: RankTaskRequest, service: ServiceDep) -> RankTaskResponse:
-    return await service.rank(body)
+router = task_router(
+    STATE_NAME,
+    TaskRoute(STEP_VERDICTS, StepJudgeService.verdicts),
+    TaskRoute(LISTWISE_RANK, StepJudgeService.rank),
+)

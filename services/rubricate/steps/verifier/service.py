@@ -14,7 +14,6 @@ from typing import Any, Unpack
 
 from rubricate.common.usage import Usage
 from rubricate.llm.base import GenerationParams
-from rubricate.llm.calls import complete_structured
 from rubricate.llm.prompt_text import addressing_by_part, manipulation_markers
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.task_service import TaskService, TaskServiceArgs
@@ -109,15 +108,13 @@ class StepJudgeService(TaskService):
             json_schema=_verdict_schema(n),
             schema_name=step_verify.SCHEMA_NAME,
         )
-        sheet = await complete_structured(
-            self.backend,
+        sheet = await self.structured(
+            VERIFY_TASK,
             messages,
-            output=step_verify.VerdictSheet,
-            params=params,
-            usage=usage,
-            task=VERIFY_TASK,
+            step_verify.VerdictSheet,
+            params,
+            usage,
             validate=lambda s: step_verify.check_sheet(s, n_criteria=n),
-            **self.retry,
         )
         return step_verify.ordered(sheet)
 
@@ -164,15 +161,13 @@ class StepJudgeService(TaskService):
             json_schema=listwise_rank.rank_schema(_RANK, labels=judged),
             schema_name=listwise_rank.SCHEMA_NAME,
         )
-        output = await complete_structured(
-            self.backend,
+        output = await self.structured(
+            RANK_TASK,
             messages,
-            output=listwise_rank.RankOutput,
-            params=params,
-            usage=usage,
-            task=RANK_TASK,
+            listwise_rank.RankOutput,
+            params,
+            usage,
             validate=lambda o: listwise_rank.check_ranking(o, labels=judged),
-            **self.retry,
         )
         log.info("slate.ranked candidates=%d withheld=%d", len(labels), len(last))
         rationale = output.rationale
