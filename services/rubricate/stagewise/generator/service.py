@@ -6,13 +6,12 @@ import time
 from rubricate.common.usage import Usage
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.task_service import TaskService
-from rubricate.stagewise.generator.endpoints import STAGE_RUBRICS
 from rubricate.stagewise.generator.schemas import StageRubricsRequest, StageRubricsResponse
 from rubricate.stagewise.prompts import rubric_generation as stage_rubrics
 
 log = logging.getLogger("rubricate.rubric_generator")
 
-TASK = STAGE_RUBRICS.name  # "stage_rubric_generation", the judge metrics' task label
+TASK = "stage_rubric_generation"  # the judge metrics' task label, and `STAGE_RUBRICS.name`
 
 _SCHEMA = json_schema_for(stage_rubrics.GeneratedRubrics)
 

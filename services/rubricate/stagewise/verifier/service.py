@@ -28,14 +28,13 @@ from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.task_service import TaskService
 from rubricate.stagewise.prompts import scoring as stage_scoring
-from rubricate.stagewise.verifier.endpoints import STAGE_SCORES
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.rubrics import Judgment, Rubric
 
 log = logging.getLogger("rubricate.verifier")
 
-TASK = STAGE_SCORES.name  # "stage_scoring", the judge metrics' task label
+TASK = "stage_scoring"  # the judge metrics' task label, and `STAGE_SCORES.name`
 
 _SHEET = json_schema_for(stage_scoring.ScoreSheet)
 
