@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -33,7 +33,6 @@ from rubricate_client.schemas.errors import ErrorResponse
 ReadinessCheck = Callable[[FastAPI], Awaitable[tuple[bool, str]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
-T = TypeVar("T")
 
 _UNMATCHED = "<unmatched>"
 _OPS_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -233,15 +232,3 @@ def create_service_app(
     for router in routers:
         app.include_router(router)
     return app
-
-
-def state_dependency(name: str, kind: type[T]) -> Callable[[Request], T]:
-    """A route dependency: the `kind` the app holds as `app.state.<name>` (built in its
-    lifespan), e.g. `Annotated[Service, Depends(state_dependency("service", Service))]`."""
-
-    def get(request: Request) -> T:
-        value: T = getattr(request.app.state, name)
-        return value
-
-    get.__name__ = f"get_{name}"
-    return get

@@ -25,6 +25,7 @@ from starlette.middleware import Middleware
 from rubricate.common.app import create_service_app
 from rubricate.common.deadlines import DeadlineMiddleware
 from rubricate.common.errors import ServiceError, service_error_json
+from rubricate.common.routing import state_service
 from rubricate.common.usage import usage_out
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.errors import (
@@ -200,11 +201,7 @@ def create_model_server_app(
 
 def task_service(name: str) -> Callable[[Request], Any]:
     """A route dependency: the task service registered as `name` (`app.state.<name>`)."""
-
-    def get(request: Request) -> Any:
-        return getattr(request.app.state, name)
-
-    return get
+    return state_service(object, name)
 
 
 class TaskRoute(NamedTuple):

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from rubricate.common.app import state_dependency
+from rubricate.common.routing import state_service
 from rubricate.common.tenancy import TenantDep
 from rubricate.common.usage import Usage
 from rubricate.nuggets.gateway.service import NuggetService
@@ -21,7 +21,7 @@ router = APIRouter(tags=["rewards"])
 STATE_NAME = "nuggets"
 """The attribute of `app.state` holding the `NuggetService`."""
 
-NuggetsDep = Annotated[NuggetService, Depends(state_dependency(STATE_NAME, NuggetService))]
+NuggetsDep = Annotated[NuggetService, Depends(state_service(NuggetService, STATE_NAME))]
 
 
 @router.post(

@@ -9,9 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from rubricate.common.app import state_dependency
 from rubricate.common.auth import request_actor
 from rubricate.common.forward import StoreDep
+from rubricate.common.routing import state_service
 from rubricate.common.tenancy import TenantDep
 from rubricate.reflections.gateway.bank_proxy import BankProxy
 from rubricate.reflections.gateway.service import ReflectionService
@@ -62,8 +62,8 @@ STATE_NAME = "reflections"
 PROXY_STATE_NAME = "bank_proxy"
 
 
-ServiceDep = Annotated[ReflectionService, Depends(state_dependency(STATE_NAME, ReflectionService))]
-ProxyDep = Annotated[BankProxy, Depends(state_dependency(PROXY_STATE_NAME, BankProxy))]
+ServiceDep = Annotated[ReflectionService, Depends(state_service(ReflectionService, STATE_NAME))]
+ProxyDep = Annotated[BankProxy, Depends(state_service(BankProxy, PROXY_STATE_NAME))]
 QuestionHashPath = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 
 

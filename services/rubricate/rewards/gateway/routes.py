@@ -4,8 +4,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from rubricate.common.app import state_dependency
 from rubricate.common.disconnect import unless_disconnected
+from rubricate.common.routing import state_service
 from rubricate.common.tenancy import TenantDep
 from rubricate.common.tenant_limits import admit_rollouts
 from rubricate.rewards.gateway.service import TrainerRewards
@@ -18,7 +18,7 @@ router = APIRouter(tags=["trainers"])
 STATE_NAME = "trainer_rewards"
 """The service object on `app.state`, built in the gateway's lifespan."""
 
-TrainerRewardsDep = Annotated[TrainerRewards, Depends(state_dependency(STATE_NAME, TrainerRewards))]
+TrainerRewardsDep = Annotated[TrainerRewards, Depends(state_service(TrainerRewards, STATE_NAME))]
 
 
 @router.post(

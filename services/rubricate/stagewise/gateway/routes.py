@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from rubricate.common.app import state_dependency
 from rubricate.common.auth import request_actor
 from rubricate.common.forward import StoreDep
+from rubricate.common.routing import state_service
 from rubricate.common.tenancy import TenantDep
 from rubricate.common.tenant_limits import admit_rollouts
 from rubricate.stagewise.domain.ssgrpo import (
@@ -52,7 +52,7 @@ from rubricate_client.schemas.stagewise import (
 router = APIRouter(tags=["rewards"])
 
 
-StagewiseDep = Annotated[StagewiseService, Depends(state_dependency("stagewise", StagewiseService))]
+StagewiseDep = Annotated[StagewiseService, Depends(state_service(StagewiseService, "stagewise"))]
 RubricIdPath = Annotated[str, Path(min_length=1, max_length=RUBRIC_ID_LEN)]
 
 

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from rubricate.common.app import state_dependency
+from rubricate.common.routing import state_service
 from rubricate.common.tenancy import TenantDep
 from rubricate.steps.gateway.service import StepsService
 from rubricate_client.endpoints import (
@@ -35,7 +35,7 @@ router = APIRouter(tags=["steps"])
 STATE_NAME = "steps"
 """The attribute of `app.state` holding the `StepsService`."""
 
-StepsDep = Annotated[StepsService, Depends(state_dependency(STATE_NAME, StepsService))]
+StepsDep = Annotated[StepsService, Depends(state_service(StepsService, STATE_NAME))]
 
 
 @router.post(
