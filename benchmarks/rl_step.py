@@ -549,12 +549,6 @@ class Poster:
         return str(status), data, float(retry_after) if retry_after else None
 
 
-async def _post(
-    client: Poster, path: str, body: dict[str, Any], headers: dict[str, str], t: float
-) -> tuple[str, Any, float | None]:
-    return await client.post(path, body, headers, t)
-
-
 def _body(samples: list[Sample], labels: list[str], *, with_prompt: bool) -> dict[str, Any]:
     if with_prompt:
         return {
@@ -579,7 +573,7 @@ async def openrlhf_post(
     basic = base64.b64encode(f"rubricate:{token}".encode()).decode()
     headers = {"Authorization": f"Basic {basic}"}
     for attempt in range(5):
-        status, data, _ = await _post(client, url, body, headers, 180.0)
+        status, data, _ = await client.post(url, body, headers, 180.0)
         tally.attempts[status] += 1
         if status == "200":
             _record(tally, [sample], status, data)
@@ -604,7 +598,7 @@ async def sdk_post(
     body = _body(samples, labels, with_prompt=with_prompt)
     headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": uuid.uuid4().hex}
     for attempt in range(4):
-        status, data, retry_after = await _post(client, url, body, headers, 900.0)
+        status, data, retry_after = await client.post(url, body, headers, 900.0)
         tally.attempts[status] += 1
         _record(tally, samples, status, data if status == "200" else None)
         retryable = not status.isdigit() or status == "429" or status.startswith("5")
@@ -1038,16 +1032,19 @@ async def reference_pass(
     members = [s for s in samples if s.group in set(missing)]
     tally = Tally(outcomes={(s.group, s.index): Outcome() for s in members})
     gate = asyncio.Semaphore(args.ref_concurrency)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    poster = Poster(args.client, plat.gateway_url)
 
     async def one(group: list[Sample]) -> None:
         async with gate:
             labels = [label(s, group_size=args.group_size, step=0) for s in group]
-            await sdk_post(client, url, group, labels, plat.keys[tenant], tally, with_prompt=True)
+            await sdk_post(
+                poster, "/get_reward", group, labels, plat.keys[tenant], tally, with_prompt=True
+            )
 
-    url = f"{plat.gateway_url}/get_reward"
-    async with httpx.AsyncClient(limits=limits, timeout=900) as client:
+    try:
         await asyncio.gather(*(one([s for s in members if s.group == g]) for g in missing))
+    finally:
+        await poster.aclose()
     out = dict(known)
     for g in missing:
         got = [(i, o) for (gg, i), o in tally.outcomes.items() if gg == g]
