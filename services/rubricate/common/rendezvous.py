@@ -217,6 +217,9 @@ class RendezvousStore(ABC):
     signals: Signals
     replica: str
     """This store's replica: the prefix of the owner ids its leaders hold leases with."""
+    leases_renewed_per_instance: bool = True
+    """Whether a leader renews its instance's lease itself (`renew`); False when the store
+    keeps leases live per replica (`start`)."""
 
     async def start(self, *, lease_s: float) -> None:  # noqa: B027 - optional hook
         """Start receiving signals and keeping this replica's leases (called before the
@@ -647,6 +650,7 @@ class RedisRendezvousStore(RendezvousStore):
         self._resign = self._redis.register_script(_RESIGN)
         self._publish = self._redis.register_script(_PUBLISH)
         self.replica = uuid.uuid4().hex[:16]
+        self.leases_renewed_per_instance = False  # one liveness key per replica (`start`)
         self._live_prefix = prefix + "live:"
         self._liveness: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -1039,7 +1043,11 @@ class Rendezvous:
         self, group: str, instance: str, *, owner: str, window_s: float, score: Scorer
     ) -> None:
         key = (group, instance)
-        heartbeat = asyncio.create_task(self._heartbeat(group, instance, owner))
+        heartbeat = (
+            asyncio.create_task(self._heartbeat(group, instance, owner))
+            if self.store.leases_renewed_per_instance
+            else None
+        )
         try:
             seen = self.store.signals.count(group, instance)  # before the read: a signal
             status = await self.store.status(group, instance)  # during it is not lost
@@ -1081,9 +1089,10 @@ class Rendezvous:
                 await self.store.resign(group, instance, owner=owner)
         finally:
             self._leading.discard(key)
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await heartbeat
+            if heartbeat is not None:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await heartbeat
             self.store.signals.fire(group, instance)  # the watch re-checks (and may take over)
 
     async def _score(
