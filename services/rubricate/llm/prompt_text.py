@@ -36,12 +36,15 @@ The embedded backend additionally tokenizes message text with special tokens dis
 route is defused too.
 """
 
+import functools
 import re
+import sys
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from rubricate.core.required_text import fold, required_text
 from rubricate.llm.base import Message
 
 _LT: Final = "<＜﹤〈⟨‹"
@@ -146,9 +149,26 @@ def _angle_quotes(match: re.Match[str]) -> str:
     return match.group(0).translate(_ANGLES)
 
 
+@functools.cache
+def _format_characters() -> re.Pattern[str]:
+    """Every Unicode format character (category Cf), as one class (built on first use)."""
+    codes = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    ranges: list[str] = []
+    start = prev = codes[0]
+    for code in [*codes[1:], -1]:
+        if code != prev + 1:
+            ranges.append(
+                re.escape(chr(start)) + ("" if prev == start else "-" + re.escape(chr(prev)))
+            )
+            start = code
+        prev = code
+    return re.compile(f"[{''.join(ranges)}]")
+
+
 def strip_invisible(text: str) -> str:
-    """`text` without Unicode format characters (zero-width, bidi controls, BOM)."""
-    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+    """`text` without Unicode format characters (zero-width, bidi controls, BOM). ASCII
+    text has none and is returned as it is."""
+    return text if text.isascii() else _format_characters().sub("", text)
 
 
 def neutralize_control_tokens(text: str) -> str:
@@ -315,8 +335,9 @@ def _reads_lines(pattern: re.Pattern[str]) -> bool:
     )
 
 
-_MARKER_PASSES: Final = tuple((name, p, _reads_lines(p)) for name, p in MARKERS)
-"""Each marker, and whether it is also searched in the text as written."""
+_MARKER_PASSES: Final = tuple((name, p, _reads_lines(p), required_text(p)) for name, p in MARKERS)
+"""Each marker, whether it is also searched in the text as written, and the literal text
+any match of it contains (`core.required_text`: a search that cannot match is skipped)."""
 
 
 def manipulation_markers(text: str) -> list[str]:
@@ -330,10 +351,13 @@ def manipulation_markers(text: str) -> list[str]:
     # only a marker that reads lines is searched in the text as written too (each search of
     # a long trajectory costs; this was the verifier's largest CPU cost per rollout)
     flat = " ".join(visible.split())
+    folded_flat, folded_visible = fold(flat), fold(visible)
     found: list[str] = []
-    for name, pattern, reads_lines in _MARKER_PASSES:
-        if name not in found and (
-            pattern.search(flat) or (reads_lines and pattern.search(visible))
+    for name, pattern, reads_lines, needs in _MARKER_PASSES:
+        if name in found:
+            continue
+        if (needs.may_match(folded_flat) and pattern.search(flat)) or (
+            reads_lines and needs.may_match(folded_visible) and pattern.search(visible)
         ):
             found.append(name)
     return found
@@ -351,9 +375,11 @@ def marker_spans(text: str) -> list[MarkerSpan]:
     """Every match of every marker of `manipulation_markers` in `text` (invisible characters
     removed first: the offsets are into `strip_invisible(text)`)."""
     visible = strip_invisible(text)
+    folded = fold(visible)
     return [
         MarkerSpan(name, m.start(), m.end())
-        for name, pattern in MARKERS
+        for name, pattern, _reads_lines, needs in _MARKER_PASSES
+        if needs.may_match(folded)
         for m in pattern.finditer(visible)
     ]
 
