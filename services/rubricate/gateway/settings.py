@@ -25,7 +25,8 @@ class GatewaySettings(BaseSettings):
     max_rollouts: int = Field(default=64, ge=1)
     max_trajectory_chars: int = Field(default=400_000, ge=1)
     scoring_concurrency: int = Field(default=16, ge=1)
-    """Scoring calls in flight per request (one call per rollout)."""
+    """Rollouts of one request scored at once: the gateway sends them to the verifier in
+    calls of this many (one call for a group of 16), one call after another."""
     redis_url: str | None = None
     """Redis for Idempotency-Key results and the `/get_reward` group rendezvous, shared by
     replicas; unset: kept in process memory."""

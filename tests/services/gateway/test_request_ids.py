@@ -70,7 +70,7 @@ async def test_gateway_request_id_appears_in_upstream_log_records(
     for upstream in ("store", "rubric-generator", "verifier"):
         assert by_service.get(upstream) == {rid}, (upstream, by_service)
     routes = {(line["service"], line["route"]) for line in access}
-    assert ("verifier", "/v1/tasks/stage-scores") in routes
+    assert ("verifier", "/v1/tasks/stage-scores/group") in routes  # one call per group
     assert ("store", "/v1/buffers/{question_id}") in routes
 
 

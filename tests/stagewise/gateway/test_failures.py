@@ -240,3 +240,55 @@ async def test_over_grpc_the_no_rubrics_502_is_unavailable_and_nulls_survive(
     )
     assert reward.rewards == [None, 0.5]
     assert reward.extra_logs["rubricate/scored"] == [0.0, 1.0]
+
+
+async def test_a_verifier_without_the_group_route_still_scores_every_rollout(
+    running: Running,
+) -> None:
+    """A verifier of an older release (no `GROUP_STAGE_SCORES`, as during a rolling
+    upgrade) answers the group call 404: each rollout is then judged alone, and the group
+    gets the scores the group route gives."""
+    import httpx
+
+    from rubricate.common.upstream import Upstreams
+    from rubricate.gateway.settings import GatewaySettings
+    from rubricate.llm.server import TaskRoute, TaskSettings, create_model_server_app, task_router
+    from rubricate.stagewise.gateway.service import StagewiseService
+    from rubricate.stagewise.verifier.endpoints import GROUP_STAGE_SCORES, STAGE_SCORES
+    from rubricate.stagewise.verifier.routes import STATE_NAME
+    from rubricate.stagewise.verifier.service import StageScoringService
+    from tests.support.gateway import fast_llm
+
+    old = create_model_server_app(  # the verifier as it was: the one-trajectory route only
+        service="verifier",
+        routers=[
+            task_router(STATE_NAME, TaskRoute(STAGE_SCORES, StageScoringService.stage_scores))
+        ],
+        services={STATE_NAME: StageScoringService.factory},
+        backend=running.backend,
+        llm=fast_llm(),
+        tasks=TaskSettings(scoring_design="generate"),
+    )
+
+    def client(service: str, **transport: Any) -> ServiceClient:
+        url = running.platform.urls.get(service, "http://old-verifier")
+        return ServiceClient(service=service, base_url=url, timeout_s=30, retries=0, **transport)
+
+    async with old.router.lifespan_context(old):
+        probe = httpx.AsyncClient(transport=httpx.ASGITransport(app=old), base_url="http://v")
+        async with probe:
+            assert (await probe.post(GROUP_STAGE_SCORES.path, json={})).status_code == 404
+        upstreams = Upstreams(
+            generator=client("rubric-generator"),
+            verifier=client("verifier-old", transport=httpx.ASGITransport(app=old)),
+            store=client("store"),
+        )
+        service = StagewiseService(upstreams=upstreams, settings=GatewaySettings())
+        try:
+            body = group("[[excellent]]", "[[poor]]", "")
+            alone = await service.score(StagewiseScoreRequest.model_validate(body), tenant="t1")
+        finally:
+            await upstreams.aclose()
+    grouped = (await running.client.post("/v1/stagewise/score", json=body)).json()
+    assert [r.fallback for r in alone.rollouts] == [None, None, None]
+    assert [r.scores for r in alone.rollouts] == [g["scores"] for g in grouped["rollouts"]]

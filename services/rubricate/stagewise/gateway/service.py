@@ -6,7 +6,8 @@
 3. if the request evolves the buffer, one rubric-generation call for the group
    (rubric generator, `STAGE_RUBRICS`);
 4. add the persistent and the new rubrics to the buffer (store, `BUFFER_ADD_RUBRICS`);
-5. one scoring call per rollout, with an answer-only fallback call (verifier, `STAGE_SCORES`);
+5. one scoring call per group (verifier, `GROUP_STAGE_SCORES`); a rollout it could not judge
+   is judged alone, with an answer-only fallback call (`STAGE_SCORES`);
 6. scores, returns, advantages (core);
 7. prune by variance over the caps (store, `BUFFER_PRUNE`);
 8. keep the scoring for reference by id (store, `SCORING_PUT`) and respond.
@@ -48,8 +49,12 @@ from rubricate.stagewise.store.endpoints import (
     SCORING_PUT,
 )
 from rubricate.stagewise.store.schemas import AddRubricsRequest, PruneRequest, ScoringIn
-from rubricate.stagewise.verifier.endpoints import STAGE_SCORES
-from rubricate.stagewise.verifier.schemas import StageScoresRequest
+from rubricate.stagewise.verifier.endpoints import GROUP_STAGE_SCORES, STAGE_SCORES
+from rubricate.stagewise.verifier.schemas import (
+    GroupStageScoresRequest,
+    GroupTrajectory,
+    StageScoresRequest,
+)
 from rubricate_client.constants import ACTIVE_CAPS, STAGES
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.buffers import BufferView
@@ -281,18 +286,49 @@ class StagewiseService:
     # --- step 5: judging each rollout -----------------------------------------------------
 
     async def _judge_all(self, group: _Group, rubrics: Sequence[Rubric]) -> list[_Outcome]:
-        """Step 5: every rollout judged, `scoring_concurrency` at a time, in rollout order."""
-        gate = asyncio.Semaphore(self.settings.scoring_concurrency)
-
-        async def one(spans: StageSpans, stage_texts: StageTextMap) -> _Outcome:
-            async with gate:
-                return await self._judge_one(group.request.question, spans, stage_texts, rubrics)
-
-        return list(
-            await asyncio.gather(
-                *(one(p, t) for p, t in zip(group.spans, group.texts, strict=True))
+        """Step 5: the group's rollouts judged in calls of up to `scoring_concurrency` rollouts
+        (`GROUP_STAGE_SCORES`; one call for a group of 16 at the defaults), each on the
+        rubrics of the stages it has; a rollout whose judgment failed, or whose call did, is
+        judged alone (`_judge_one`: retried, then on its answer rubrics, then unscored)."""
+        outcomes = [_Outcome() for _ in group.texts]
+        todo = [
+            (i, [k for k, r in enumerate(rubrics) if r.stage not in spans.missing])
+            for i, spans in enumerate(group.spans)
+        ]
+        todo = [(i, judged) for i, judged in todo if judged]  # nothing to judge: no judgments
+        alone: list[int] = []
+        size = self.settings.scoring_concurrency
+        for start in range(0, len(todo), size):
+            chunk = todo[start : start + size]
+            body = GroupStageScoresRequest.model_construct(
+                question=group.request.question,
+                rubrics=list(rubrics),
+                trajectories=[
+                    GroupTrajectory.model_construct(stages=group.texts[i], rubrics=judged)
+                    for i, judged in chunk
+                ],
             )
-        )
+            try:
+                out = await self.up.verifier.call(GROUP_STAGE_SCORES, body)
+            except UpstreamError as exc:  # e.g. a verifier without the group route (404)
+                log.warning("stagewise.group_scoring_failed rollouts=%d error=%s", len(chunk), exc)
+                alone += [i for i, _ in chunk]
+                continue
+            for (i, _), result in zip(chunk, out.trajectories, strict=True):
+                if result.judgments is None:
+                    alone.append(i)
+                else:
+                    outcomes[i].judgments = result.judgments
+        if alone:
+            judged_alone = await asyncio.gather(
+                *(
+                    self._judge_one(group.request.question, group.spans[i], group.texts[i], rubrics)
+                    for i in alone
+                )
+            )
+            for i, outcome in zip(alone, judged_alone, strict=True):
+                outcomes[i] = outcome
+        return outcomes
 
     async def _judge_one(
         self,

@@ -22,14 +22,23 @@ from typing import Any, Literal
 from rubricate.common.usage import Usage
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.calls import gather_or_cancel, judge_metrics, scored_choices
+from rubricate.llm.errors import LLMError
 from rubricate.llm.request_gate import RequestGate
-from rubricate.llm.server import TaskSettings
+from rubricate.llm.server import TaskSettings, as_service_error
 from rubricate.llm.settings import LLMSettings
 from rubricate.llm.structured import json_schema_for
 from rubricate.llm.task_service import TaskService
 from rubricate.stagewise.prompts import scoring as stage_scoring
-from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
+from rubricate.stagewise.verifier.schemas import (
+    GroupStageScoresRequest,
+    GroupStageScoresResponse,
+    GroupTrajectory,
+    StageScoresRequest,
+    StageScoresResponse,
+    TrajectoryScores,
+)
 from rubricate_client.errors import DomainError
+from rubricate_client.schemas.errors import ErrorBody
 from rubricate_client.schemas.rubrics import Judgment, Rubric
 
 log = logging.getLogger("rubricate.verifier")
@@ -46,7 +55,8 @@ def _sheet_schema(n_rubrics: int) -> dict[str, Any]:
 
 
 class StageScoringService(TaskService):
-    """The verifier's stage scores task (`stagewise.verifier.endpoints.STAGE_SCORES`)."""
+    """The verifier's stage scores task (`stagewise.verifier.endpoints.STAGE_SCORES`, and
+    `GROUP_STAGE_SCORES` for a group's trajectories in one call)."""
 
     def __init__(self, *, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> None:
         super().__init__(backend=backend, tasks=tasks, llm=llm)
@@ -81,6 +91,38 @@ class StageScoringService(TaskService):
         return StageScoresResponse(
             judgments=stage_scoring.to_judgments(sheet, rubrics), **self.served(usage)
         )
+
+    async def group_stage_scores(
+        self, request: GroupStageScoresRequest
+    ) -> GroupStageScoresResponse:
+        """Every trajectory scored as `stage_scores` scores it alone, all at once (the judge
+        limiter bounds the calls in flight); a model failure is that trajectory's outcome,
+        in the error shape and with the status its own call would have answered, and its
+        usage counts in the call's."""
+        usage = Usage()
+
+        async def one(trajectory: GroupTrajectory) -> TrajectoryScores:
+            alone = StageScoresRequest.model_construct(
+                question=request.question,
+                stages=trajectory.stages,
+                rubrics=[request.rubrics[k] for k in trajectory.rubrics],
+            )
+            try:
+                out = await self.stage_scores(alone)
+            except LLMError as exc:
+                usage.merge(exc.usage)
+                failure = as_service_error(exc, task=TASK)
+                return TrajectoryScores(
+                    status=failure.status_code,
+                    error=ErrorBody(
+                        type=failure.type, message=failure.message, usage=failure.usage
+                    ),
+                )
+            usage.merge(out.usage)
+            return TrajectoryScores(judgments=out.judgments)
+
+        outcomes = await gather_or_cancel(one(t) for t in request.trajectories)
+        return GroupStageScoresResponse(trajectories=outcomes, **self.served(usage))
 
     async def _choose(self, request: StageScoresRequest) -> StageScoresResponse:
         """One `score_choices` pass per rubric. The first runs alone and puts the trajectory
@@ -125,10 +167,6 @@ class StageScoringService(TaskService):
             time.perf_counter() - started,
         )
         return StageScoresResponse(judgments=judgments, **self.served(usage))
-
-
-"""The former name, kept while `evaluation/injection.py`, `benchmarks/` and `tests/audit/`
-still import it."""
 
 
 def chosen_design(
