@@ -64,6 +64,28 @@ def test_the_limit_doubles_per_round_trip_while_it_holds_calls_back() -> None:
     assert limit.limit == 100  # the ceiling
 
 
+def test_in_the_slow_start_the_limit_doubles_each_probe_period_calls_wait() -> None:
+    limit = AdaptiveLimit(LimitConfig(start=4, floor=1, ceiling=40, probe_s=1.0))
+    assert limit.probe(10.0) == 11.0 and limit.limit == 4  # the wait begins
+    assert limit.probe(10.6) == 11.0 and limit.limit == 4
+    assert limit.probe(11.0) == 12.0 and limit.limit == 8
+    assert limit.probe(12.5) == 13.5 and limit.limit == 16
+    limit.settled()  # nothing waits: the next wait starts a new period
+    assert limit.probe(20.0) == 21.0 and limit.limit == 16
+    assert limit.probe(21.0) is not None and limit.limit == 32
+    limit.probe(22.0)
+    assert limit.limit == 40 and limit.probe(23.0) is None  # the ceiling
+
+
+def test_the_probe_ends_with_the_slow_start_and_a_fixed_limit_never_probes() -> None:
+    limit = AdaptiveLimit(LimitConfig(start=8, floor=1, ceiling=64))
+    limit.probe(0.0)
+    assert limit.on_overload("rate_limited", epoch=limit.epoch)
+    assert limit.probe(5.0) is None and limit.limit == 4
+    pinned = AdaptiveLimit(fixed(8))
+    assert pinned.probe(0.0) is None and pinned.probe(9.0) is None and pinned.limit == 8
+
+
 def test_an_overload_halves_the_limit_once_per_round_trip_and_it_recovers() -> None:
     limit = AdaptiveLimit(LimitConfig(start=64, floor=4, ceiling=512))
     epoch = limit.epoch
@@ -219,6 +241,34 @@ async def test_a_caller_that_gives_up_strands_no_place() -> None:
     assert limiter.in_flight == 1 and calls.inside == 1
     await calls.finish("d")
     assert (limiter.in_flight, limiter.queued()) == (0, 0)
+
+
+async def test_calls_that_wait_through_a_probe_period_raise_the_limit_without_answers() -> None:
+    """Long judge calls (rubric generation) give no answers to grow on for seconds: while
+    calls wait, the slow start doubles the limit every probe period on its own."""
+    clock = Clock()
+    limiter = JudgeLimiter(
+        LimitConfig(start=2, floor=1, ceiling=16, probe_s=1.0), backend="fake", clock=clock
+    )
+    calls = Calls(limiter)
+    for i in range(12):
+        calls.start(f"c{i}")
+        await asyncio.sleep(0)
+    await settle()
+    assert limiter.in_flight == 2 and limiter.queued() == 10
+    clock.now += 1.0
+    limiter.poke()
+    await settle()
+    assert limiter.limit == 4 and limiter.in_flight == 4
+    clock.now += 1.0
+    limiter.poke()
+    await settle()
+    assert limiter.limit == 8 and limiter.in_flight == 8
+    for name in list(calls.tasks):
+        if name in calls.started:
+            await calls.finish(name)
+    await settle()
+    assert limiter.queued() == 0
 
 
 async def test_a_grown_limit_wakes_the_waiting_calls_at_once() -> None:

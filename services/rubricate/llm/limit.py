@@ -7,6 +7,11 @@ I/O of its own (`llm.limiter` feeds it the times and the outcomes).
   as the limit allows): by one call per answered call until the first back-off (the limit
   doubles every round trip: a vLLM server taking hundreds is reached in a few round trips),
   then by about the limit's square root per round trip;
+- until that first back-off it also doubles every `probe_s` (1 s) that calls wait for a
+  place (`probe`): a round trip is a whole judge call, and with calls of ten seconds or more
+  (rubric generation) the answers alone would leave the server idle for several of them at
+  the start of every run, with calls queued here; an overloaded server answers with the
+  429s, 5xx and latency rises that end the slow start;
 - it backs off on overload, halving on a 429, a 5xx or a call that got no answer, and by a
   tenth on a latency rise: the recent latency of one kind of call (one-token choice passes,
   or generated score sheets per token generated) at `latency_rise` times its long-run mean;
@@ -44,12 +49,16 @@ class LimitConfig:
     latency_backoff: float = 0.9
     """Multiplier on a latency rise."""
     latency_rise: float = 2.0
+    probe_s: float = 1.0
+    """During the slow start: the limit doubles every this long that calls wait for it."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.floor <= self.start <= self.ceiling:
             raise ValueError("the limit needs 1 <= floor <= start <= ceiling")
         if not (0 < self.backoff < 1 and 0 < self.latency_backoff < 1 and self.latency_rise > 1):
             raise ValueError("back-off multipliers within (0, 1) and latency_rise > 1")
+        if self.probe_s <= 0:
+            raise ValueError("probe_s must be > 0")
 
     @property
     def fixed(self) -> bool:
@@ -84,6 +93,7 @@ class AdaptiveLimit:
         self.config = config
         self._value = float(config.start)
         self._slow_start = not config.fixed
+        self._probed_at: float | None = None
         self.epoch = 0
         """Raised by every back-off; a call admitted in an older epoch cannot back off."""
         self._latency: dict[bool, _Latency] = {False: _Latency(), True: _Latency()}
@@ -111,6 +121,23 @@ class AdaptiveLimit:
             step = 1.0 if self._slow_start else max(1.0, math.sqrt(self._value)) / self._value
             self._value = min(float(self.config.ceiling), self._value + step)
         return None
+
+    def probe(self, now: float) -> float | None:
+        """Calls are waiting for a place at `now`. In the slow start, double the limit when
+        `probe_s` has passed since the waiting began or since the last doubling. Returns when
+        to look again (None: never, the slow start is over or the ceiling reached)."""
+        if not self._slow_start or self._value >= self.config.ceiling:
+            return None
+        if self._probed_at is None:
+            self._probed_at = now
+        elif now - self._probed_at >= self.config.probe_s:
+            self._value = min(float(self.config.ceiling), self._value * 2)
+            self._probed_at = now
+        return self._probed_at + self.config.probe_s
+
+    def settled(self) -> None:
+        """Nothing waits for a place any more: the next wait starts a new probe period."""
+        self._probed_at = None
 
     def on_overload(self, kind: Overload, *, epoch: int) -> bool:
         """A call the server refused (429, 5xx) or did not answer: halve, once per epoch.

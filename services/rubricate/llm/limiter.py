@@ -403,6 +403,8 @@ class JudgeLimiter:
                     continue
                 needs_place = waiter.token is None or waiter.token.lease(self) is None
                 if needs_place and self.in_flight >= self.limit:
+                    if self._probed(now):
+                        continue  # the slow start's time probe raised the limit
                     break
                 wait = self._budget_wait(waiter, now)
                 if wait > 0:
@@ -411,6 +413,8 @@ class JudgeLimiter:
                     return
                 queue.popleft()
                 self._grant(waiter, needs_place, now)
+        if not q.held and not q.live:
+            self.limit_state.settled()
         while q.background and q.background[0].future.done():
             q.background.popleft()
         if (
@@ -427,6 +431,24 @@ class JudgeLimiter:
                 self._deferred = True
                 asyncio.get_running_loop().call_soon(self._deferred_dispatch)
         self._publish()
+
+    def _probed(self, now: float) -> bool:
+        """Calls wait for a place: let the slow start's time probe raise the limit
+        (`AdaptiveLimit.probe`); True when it did. Else look again when it may."""
+        before = self.limit
+        again = self.limit_state.probe(now)
+        if self.limit > before:
+            log.info(
+                "llm.limit_probe backend=%s judge=%s limit=%d->%d",
+                self.backend,
+                self.judge,
+                before,
+                self.limit,
+            )
+            return True
+        if again is not None:
+            self._wake_at(again, now)
+        return False
 
     def _deferred_dispatch(self) -> None:
         self._deferred = False
