@@ -15,7 +15,7 @@ from rubricate_client.headers import DEFAULT_TENANT, TENANT_HEADER, TENANT_LEN, 
 __all__ = ["DEFAULT_TENANT", "TENANT_HEADER", "TENANT_LEN", "TENANT_PATTERN", "TenantDep"]
 
 
-def resolve_tenant(
+async def resolve_tenant(  # async: no thread-pool hop per request (`common.routing`)
     request: Request,
     header: Annotated[
         str | None,
