@@ -310,6 +310,13 @@ class StagewiseService:
             )
             try:
                 out = await self.up.verifier.call(GROUP_STAGE_SCORES, body)
+                if len(out.trajectories) != len(chunk):
+                    raise UpstreamError(
+                        service=self.up.verifier.service,
+                        status=None,
+                        type="upstream_invalid_response",
+                        message=f"{len(out.trajectories)} outcomes for {len(chunk)} rollouts",
+                    )
             except UpstreamError as exc:  # e.g. a verifier without the group route (404)
                 log.warning("stagewise.group_scoring_failed rollouts=%d error=%s", len(chunk), exc)
                 alone += [i for i, _ in chunk]
@@ -320,12 +327,15 @@ class StagewiseService:
                 else:
                     outcomes[i].judgments = result.judgments
         if alone:
-            judged_alone = await asyncio.gather(
-                *(
-                    self._judge_one(group.request.question, group.spans[i], group.texts[i], rubrics)
-                    for i in alone
-                )
-            )
+            gate = asyncio.Semaphore(size)
+
+            async def judge_alone(i: int) -> _Outcome:
+                async with gate:
+                    return await self._judge_one(
+                        group.request.question, group.spans[i], group.texts[i], rubrics
+                    )
+
+            judged_alone = await asyncio.gather(*(judge_alone(i) for i in alone))
             for i, outcome in zip(alone, judged_alone, strict=True):
                 outcomes[i] = outcome
         return outcomes
