@@ -242,12 +242,21 @@ async def test_over_grpc_the_no_rubrics_502_is_unavailable_and_nulls_survive(
     assert reward.extra_logs["rubricate/scored"] == [0.0, 1.0]
 
 
-async def test_a_verifier_without_the_group_route_still_scores_every_rollout(
-    running: Running,
+async def _short_group_scores(
+    service: Any, request: Any
+) -> Any:  # a FAKE group route: one outcome fewer than the trajectories sent
+    out = await service.group_stage_scores(request)
+    return out.model_copy(update={"trajectories": out.trajectories[:-1]})
+
+
+@pytest.mark.parametrize("verifier", ["without the group route", "short group answers"])
+async def test_a_failed_group_call_still_scores_every_rollout(
+    running: Running, verifier: str
 ) -> None:
     """A verifier of an older release (no `GROUP_STAGE_SCORES`, as during a rolling
-    upgrade) answers the group call 404: each rollout is then judged alone, and the group
-    gets the scores the group route gives."""
+    upgrade) answers the group call 404; a broken one answers fewer outcomes than rollouts:
+    either way each rollout is judged alone, and the group gets the scores the group route
+    gives."""
     import httpx
 
     from rubricate.common.upstream import Upstreams
@@ -259,11 +268,12 @@ async def test_a_verifier_without_the_group_route_still_scores_every_rollout(
     from rubricate.stagewise.verifier.service import StageScoringService
     from tests.support.gateway import fast_llm
 
-    old = create_model_server_app(  # the verifier as it was: the one-trajectory route only
+    routes = [TaskRoute(STAGE_SCORES, StageScoringService.stage_scores)]
+    if verifier == "short group answers":
+        routes.append(TaskRoute(GROUP_STAGE_SCORES, _short_group_scores))
+    old = create_model_server_app(
         service="verifier",
-        routers=[
-            task_router(STATE_NAME, TaskRoute(STAGE_SCORES, StageScoringService.stage_scores))
-        ],
+        routers=[task_router(STATE_NAME, *routes)],
         services={STATE_NAME: StageScoringService.factory},
         backend=running.backend,
         llm=fast_llm(),
@@ -275,9 +285,10 @@ async def test_a_verifier_without_the_group_route_still_scores_every_rollout(
         return ServiceClient(service=service, base_url=url, timeout_s=30, retries=0, **transport)
 
     async with old.router.lifespan_context(old):
-        probe = httpx.AsyncClient(transport=httpx.ASGITransport(app=old), base_url="http://v")
-        async with probe:
-            assert (await probe.post(GROUP_STAGE_SCORES.path, json={})).status_code == 404
+        if verifier == "without the group route":
+            probe = httpx.AsyncClient(transport=httpx.ASGITransport(app=old), base_url="http://v")
+            async with probe:
+                assert (await probe.post(GROUP_STAGE_SCORES.path, json={})).status_code == 404
         upstreams = Upstreams(
             generator=client("rubric-generator"),
             verifier=client("verifier-old", transport=httpx.ASGITransport(app=old)),
