@@ -36,7 +36,13 @@ from rubricate.common.metrics import JUDGE_LATENCY, LLM_RETRIES, LLM_TOKENS, PAR
 from rubricate.common.usage import Usage
 from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import BackendRequestError, OutputParseError
-from rubricate.llm.retry import Sleep, call_with_retries, ensure_time_left, retry_logger
+from rubricate.llm.retry import (
+    RetryArgs,
+    Sleep,
+    call_with_retries,
+    ensure_time_left,
+    retry_logger,
+)
 from rubricate.llm.structured import json_schema_for, parse_json_output
 
 log = logging.getLogger("rubricate.llm.calls")
@@ -88,19 +94,18 @@ async def _retry(
     backend: LLMBackend,
     task: str,
     usage: Usage,
-    policy: tuple[int, float, float, Sleep],
+    policy: RetryArgs,
     call: Callable[[], Awaitable[R]],
 ) -> R:
-    """`call()` under the one retry loop (`call_with_retries`), its retries logged under
-    `task` and `backend`; `policy`: (max retries, backoff base, backoff cap, sleep)."""
-    max_retries, base_s, max_s, sleep = policy
+    """`call()` under the one retry loop (`call_with_retries`) with `policy`, its retries
+    logged under `task` and `backend`."""
     return await call_with_retries(
         call,
-        max_retries=max_retries,
-        base_s=base_s,
-        max_s=max_s,
-        on_retry=retry_logger(task, backend.name, max_retries),
-        sleep=sleep,
+        max_retries=policy["max_retries"],
+        base_s=policy["backoff_base_s"],
+        max_s=policy["backoff_max_s"],
+        on_retry=retry_logger(task, backend.name, policy["max_retries"]),
+        sleep=policy["sleep"],
         usage=usage,
     )
 
@@ -119,7 +124,12 @@ async def complete(
 ) -> Completion:
     """One completion of `messages`, its tokens and latency recorded in `usage`. The
     caller checks the deadline (`ensure_time_left`) where a call must not start late."""
-    policy = (max_retries, backoff_base_s, backoff_max_s, sleep)
+    policy = RetryArgs(
+        max_retries=max_retries,
+        backoff_base_s=backoff_base_s,
+        backoff_max_s=backoff_max_s,
+        sleep=sleep,
+    )
     completion = await _retry(
         backend, task, usage, policy, lambda: backend.complete(messages, params)
     )
@@ -147,7 +157,12 @@ async def scored_choices(
     """The log-probability of each of `choices` after `reply_prefix`, its prompt tokens and
     latency recorded in `usage`; `BackendRequestError` unless every choice got a finite one."""
     ensure_time_left(task)
-    policy = (max_retries, backoff_base_s, backoff_max_s, sleep)
+    policy = RetryArgs(
+        max_retries=max_retries,
+        backoff_base_s=backoff_base_s,
+        backoff_max_s=backoff_max_s,
+        sleep=sleep,
+    )
     scores = await _retry(
         backend,
         task,
