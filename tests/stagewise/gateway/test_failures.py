@@ -99,6 +99,18 @@ async def test_garbage_scoring_is_unscored_never_zero(running: Running) -> None:
     assert_error_shape(response.json(), "judge_unavailable")
 
 
+async def test_a_rollout_whose_judgment_is_invalid_is_not_judged_again_on_all_its_rubrics(
+    running: Running,
+) -> None:
+    """A 502 in a rollout's slot of the group call (invalid output after the repair call)
+    goes straight to the answer-only call, as the rollout's own call did: per rollout two
+    score sheets on all its rubrics (the call and its repair) and two on its answer ones."""
+    running.backend.garbage_tasks.add("score_sheet")
+    await running.client.post("/v1/stagewise/score", json=group("", "[[poor]]"))
+    sheets = [user for schema, user in running.backend.calls if schema == "score_sheet"]
+    assert len(sheets) == 8
+
+
 async def test_answer_only_fallback_and_unscored_rollout_are_flagged(running: Running) -> None:
     before = fallbacks("answer_only"), fallbacks("unscored")
     out = (

@@ -289,75 +289,94 @@ class StagewiseService:
         """Step 5: the group's rollouts judged in calls of up to `scoring_concurrency` rollouts
         (`GROUP_STAGE_SCORES`; one call for a group of 16 at the defaults), each on the
         rubrics of the stages it has; a rollout whose judgment failed, or whose call did, is
-        judged alone (`_judge_one`: retried, then on its answer rubrics, then unscored)."""
+        judged alone (`_judge_one`), `scoring_concurrency` at a time."""
         outcomes = [_Outcome() for _ in group.texts]
         todo = [
             (i, [k for k, r in enumerate(rubrics) if r.stage not in spans.missing])
             for i, spans in enumerate(group.spans)
         ]
         todo = [(i, judged) for i, judged in todo if judged]  # nothing to judge: no judgments
-        alone: list[int] = []
         size = self.settings.scoring_concurrency
+        alone: list[tuple[int, list[Rubric], UpstreamError | None]] = []
         for start in range(0, len(todo), size):
             chunk = todo[start : start + size]
-            body = GroupStageScoresRequest.model_construct(
-                question=group.request.question,
-                rubrics=list(rubrics),
-                trajectories=[
-                    GroupTrajectory.model_construct(stages=group.texts[i], rubrics=judged)
-                    for i, judged in chunk
-                ],
-            )
-            try:
-                out = await self.up.verifier.call(GROUP_STAGE_SCORES, body)
-                if len(out.trajectories) != len(chunk):
-                    raise UpstreamError(
-                        service=self.up.verifier.service,
-                        status=None,
-                        type="upstream_invalid_response",
-                        message=f"{len(out.trajectories)} outcomes for {len(chunk)} rollouts",
-                    )
-            except UpstreamError as exc:  # e.g. a verifier without the group route (404)
-                log.warning("stagewise.group_scoring_failed rollouts=%d error=%s", len(chunk), exc)
-                alone += [i for i, _ in chunk]
-                continue
-            for (i, _), result in zip(chunk, out.trajectories, strict=True):
-                if result.judgments is None:
-                    alone.append(i)
+            results = await self._judge_group_call(group, rubrics, chunk)
+            for (i, judged), result in zip(chunk, results, strict=True):
+                if isinstance(result, list):
+                    outcomes[i].judgments = result
                 else:
-                    outcomes[i].judgments = result.judgments
-        if alone:
-            gate = asyncio.Semaphore(size)
+                    alone.append((i, [rubrics[k] for k in judged], result))
+        gate = asyncio.Semaphore(size)
 
-            async def judge_alone(i: int) -> _Outcome:
-                async with gate:
-                    return await self._judge_one(
-                        group.request.question, group.spans[i], group.texts[i], rubrics
-                    )
+        async def judge_alone(i: int, judged: list[Rubric], failed: UpstreamError | None) -> None:
+            async with gate:
+                outcomes[i] = await self._judge_one(
+                    group.request.question, group.texts[i], judged, failed
+                )
 
-            judged_alone = await asyncio.gather(*(judge_alone(i) for i in alone))
-            for i, outcome in zip(alone, judged_alone, strict=True):
-                outcomes[i] = outcome
+        await asyncio.gather(*(judge_alone(*one) for one in alone))
         return outcomes
+
+    async def _judge_group_call(
+        self, group: _Group, rubrics: Sequence[Rubric], chunk: Sequence[tuple[int, list[int]]]
+    ) -> list[list[Judgment] | UpstreamError | None]:
+        """One `GROUP_STAGE_SCORES` call for `chunk` (rollout index, indices of its rubrics):
+        per rollout its judgments, or the failure its slot reports; None for every rollout
+        when the call itself failed (a verifier without the route answers 404; an answer
+        with the wrong number of outcomes counts as failed)."""
+        body = GroupStageScoresRequest.model_construct(
+            question=group.request.question,
+            rubrics=list(rubrics),
+            trajectories=[
+                GroupTrajectory.model_construct(stages=group.texts[i], rubrics=judged)
+                for i, judged in chunk
+            ],
+        )
+        verifier = self.up.verifier
+        try:
+            out = await verifier.call(GROUP_STAGE_SCORES, body)
+            if len(out.trajectories) != len(chunk):
+                raise UpstreamError(
+                    service=verifier.service,
+                    status=None,
+                    type="upstream_invalid_response",
+                    message=f"{len(out.trajectories)} outcomes for {len(chunk)} rollouts",
+                )
+        except UpstreamError as exc:
+            log.warning("stagewise.group_scoring_failed rollouts=%d error=%s", len(chunk), exc)
+            return [None] * len(chunk)
+        return [
+            r.judgments
+            if r.judgments is not None
+            else UpstreamError(  # its usage is in the call's, already counted
+                service=verifier.service,
+                status=r.status,
+                type=r.error.type if r.error else "upstream_error",
+                message=r.error.message if r.error else "no judgments and no error",
+            )
+            for r in out.trajectories
+        ]
 
     async def _judge_one(
         self,
         question: str,
-        spans: StageSpans,
         stage_texts: StageTextMap,
-        rubrics: Sequence[Rubric],
+        judged: Sequence[Rubric],
+        failed: UpstreamError | None = None,
     ) -> _Outcome:
-        """One rollout on the rubrics of the stages it has; when that call fails, on the
-        answer rubrics alone; when that fails too (or there is nothing else), unscored."""
+        """One rollout on `judged` (the rubrics of the stages it has); when that call fails,
+        on the answer rubrics alone; when that fails too (or there is nothing else),
+        unscored. `failed`: how its judgment failed in a group call; the call on `judged`
+        is then made again only for a failure the upstream client retries (503, 504), as it
+        would have retried the rollout's own call."""
         outcome = _Outcome()
-        judged = [r for r in rubrics if r.stage not in spans.missing]
-        if not judged:
-            return outcome
-        try:
-            outcome.judgments = await self._verify(question, stage_texts, judged)
-            return outcome
-        except UpstreamError as exc:
-            first_error = str(exc)
+        if failed is None or failed.status in self.up.verifier.retry_statuses:
+            try:
+                outcome.judgments = await self._verify(question, stage_texts, judged)
+                return outcome
+            except UpstreamError as exc:
+                failed = exc
+        first_error = str(failed)
         answers = [r for r in judged if r.stage == "answer"]
         if not answers or len(answers) == len(judged):
             FALLBACKS.labels("unscored").inc()
