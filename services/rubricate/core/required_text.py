@@ -99,9 +99,9 @@ def _element(op: Any, av: Any) -> RequiredText:
         if any(alt.requires_nothing for alt in alternatives):
             return NOTHING
         return RequiredText(any_of=tuple(alternatives))
-    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT, sre.ATOMIC_GROUP):
-        if op is sre.ATOMIC_GROUP:
-            return _sequence(av)
+    if op is sre.ATOMIC_GROUP:
+        return _sequence(av)
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT):
         low, _high, body = av
         return _sequence(body) if low >= 1 else NOTHING
     return NOTHING

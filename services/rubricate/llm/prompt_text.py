@@ -378,7 +378,7 @@ def marker_spans(text: str) -> list[MarkerSpan]:
     folded = fold(visible)
     return [
         MarkerSpan(name, m.start(), m.end())
-        for name, pattern, _reads_lines, needs in _MARKER_PASSES
+        for name, pattern, _, needs in _MARKER_PASSES
         if needs.may_match(folded)
         for m in pattern.finditer(visible)
     ]
