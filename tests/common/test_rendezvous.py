@@ -143,7 +143,7 @@ async def test_a_dead_leaders_group_is_taken_over(store: RendezvousStore) -> Non
     await rv.aclose()
 
 
-async def test_a_failed_scoring_reaches_every_caller_and_is_not_kept(
+async def test_a_failed_scoring_reaches_every_caller_and_a_retry_scores_its_group_again(
     store: RendezvousStore,
 ) -> None:
     rv = rendezvous(store)
@@ -163,8 +163,13 @@ async def test_a_failed_scoring_reaches_every_caller_and_is_not_kept(
     # the leader's caller gets the scorer's own error, the other (a replica) the failure
     assert {type(r) for r in results} == {ValueError, RendezvousFailed}
     assert calls == 1
+    # the failure is not kept: a retry of one of its samples scores the same group again, at
+    # once and whole (not a group of its own, which would change the sample's reward)
     judge = Judge()
-    assert await rv.gather("g", entries("a"), expected=None, window_s=1, score=judge) == ["a/1/1"]
+    assert await rv.gather("g", entries("a"), expected=None, window_s=30, score=judge) == ["a/2/2"]
+    assert [sorted(b.payloads) for b in judge.batches] == [["a", "b"]]
+    assert await other.gather("g", entries("b"), expected=2, window_s=30, score=judge) == ["b/2/2"]
+    assert len(judge.batches) == 1  # the other sample's retry: answered from that scoring
     await rv.aclose()
     await other.aclose()
 
@@ -202,7 +207,7 @@ async def test_the_group_is_scored_without_the_leading_requests_deadline(
 
 def redis_commands() -> float:
     """Commands the rendezvous' clients have sent to Redis in this process."""
-    return REDIS_COMMANDS.labels("rendezvous")._value.get()
+    return float(REDIS_COMMANDS.labels("rendezvous")._value.get())
 
 
 @pytest.fixture

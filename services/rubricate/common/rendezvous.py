@@ -31,6 +31,18 @@ Waiting costs nothing per caller: nobody polls.
   calls are one sample sent twice.
 - No entry waits forever: instances expire, and a caller stops waiting after its window plus
   `wait_s`.
+- No instance is orphaned by a store outage (issue 33). Every store call is tried again
+  through an outage: a join or a watch for `outage_s` (then its callers get a
+  `RendezvousError`, a retryable 503), a leader for its instance's lifetime, keeping the
+  results it scored (published once the store answers, never scored again). A join whose
+  answer was lost is tried again and finds the instance it opened: it leads it. A leader that
+  gives up resigns its lease as soon as the store answers, and a resignation signals the
+  instance, so a watch takes over at once. After an outage no lease is claimed for a third of
+  a lease (live replicas renew the liveness that lapsed meanwhile; the signal listener renews
+  its own before it wakes every local waiter to re-check: signals sent while it was away are
+  lost). A scoring that failed is delivered to its callers as a failure and keeps its entries:
+  a retry of one of its samples scores the same group again at once (not a new group that
+  waits for its window), and the first results published stand.
 - The scoring runs in a task of its own: a caller that goes away (a closed connection) does
   not cancel it, so its retry is answered from the result.
 
@@ -40,13 +52,14 @@ cluster), else in process memory (embedded mode, one replica).
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -55,12 +68,16 @@ from rubricate.common.metrics import GROUP_WAITERS
 from rubricate.common.redis_client import CancellableRedis, redis_client
 
 log = logging.getLogger("rubricate.common.rendezvous")
+T = TypeVar("T")
 
 _OK: Final = "ok:"
 _ONCE: Final = "once:"
 _FAILED: Final = "failed:"
 FAILURE_TTL_S: Final = 60.0
 """How long a failed scoring stays visible to the callers still waiting on it."""
+RETRY_FIRST_S: Final = 0.1
+RETRY_MAX_S: Final = 1.0
+"""Pauses between the tries of a store call through an outage (doubling from the first)."""
 SIGNAL_MEMORY_S: Final = 3600.0
 """How long a replica remembers that an instance was signalled (a caller that registers just
 after the signal still sees it)."""
@@ -220,6 +237,9 @@ class RendezvousStore(ABC):
     leases_renewed_per_instance: bool = True
     """Whether a leader renews its instance's lease itself (`renew`); False when the store
     keeps leases live per replica (`start`)."""
+    reconnected_at: float = float("-inf")
+    """When (`time.monotonic()`) the store last came back after losing its connection: leases
+    that lapsed meanwhile may belong to live replicas that have not renewed yet."""
 
     async def start(self, *, lease_s: float) -> None:  # noqa: B027 - optional hook
         """Start receiving signals and keeping this replica's leases (called before the
@@ -254,10 +274,17 @@ class RendezvousStore(ABC):
 
     @abstractmethod
     async def check(
-        self, group: str, instance: str, slots: Sequence[int], *, owner: str, lease_s: float
+        self,
+        group: str,
+        instance: str,
+        slots: Sequence[int],
+        *,
+        owner: str,
+        lease_s: float,
+        claim: bool = True,
     ) -> Check:
-        """The slots' results; when the instance is not done and nobody holds its lease,
-        `owner` takes it."""
+        """The slots' results; with `claim`, when the instance is not done and nobody holds
+        its lease, `owner` takes it."""
 
     @abstractmethod
     async def renew(
@@ -268,13 +295,23 @@ class RendezvousStore(ABC):
     @abstractmethod
     async def publish(
         self, group: str, instance: str, results: Sequence[str], *, ttl_s: float
-    ) -> None:
+    ) -> bool:
         """Store one result per slot for `ttl_s`, mark the instance done, drop its lease and
-        its entries, and signal it."""
+        its entries, and signal it. False (nothing written) when it is gone or already done:
+        the first results published stand."""
+
+    @abstractmethod
+    async def fail(self, group: str, instance: str, results: Sequence[str]) -> None:
+        """Its scoring failed: store the failure as each slot's result and signal it (the
+        callers waiting get it at once), drop the lease and keep the entries. The next entry
+        that attaches to one of its slots (a retry) clears the failure, and its watch claims
+        the instance and scores it again, whole, at once (not a new group waiting for its
+        window). Nobody claims a failed instance before such a retry."""
 
     @abstractmethod
     async def resign(self, group: str, instance: str, *, owner: str) -> None:
-        """Give up `owner`'s lease (its leader stopped before publishing): a watch takes over."""
+        """Give up `owner`'s lease (its leader stopped before publishing) and signal the
+        instance: the watches waiting on it check at once, and one takes over."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -295,6 +332,7 @@ class _Instance:
     done: bool = False
     lease: tuple[str, float] | None = None
     results: dict[int, str] = field(default_factory=dict)
+    failed: bool = False
 
 
 class MemoryRendezvousStore(RendezvousStore):
@@ -346,6 +384,9 @@ class MemoryRendezvousStore(RendezvousStore):
         inst = self._get(ref.group, ref.instance)
         if inst is None:
             return None
+        if inst.failed:  # a retry of a failed scoring: scored again, at once
+            inst.failed, inst.results, inst.lease = False, {}, None
+            return ref
         if not inst.done:
             return ref
         result = inst.results.get(ref.slot)
@@ -419,7 +460,14 @@ class MemoryRendezvousStore(RendezvousStore):
         )
 
     async def check(
-        self, group: str, instance: str, slots: Sequence[int], *, owner: str, lease_s: float
+        self,
+        group: str,
+        instance: str,
+        slots: Sequence[int],
+        *,
+        owner: str,
+        lease_s: float,
+        claim: bool = True,
     ) -> Check:
         inst = self._get(group, instance)
         if inst is None:
@@ -427,7 +475,8 @@ class MemoryRendezvousStore(RendezvousStore):
         results = [inst.results.get(s) for s in slots]
         now = time.monotonic()
         claimed = False
-        if not inst.done and (inst.lease is None or inst.lease[1] <= now):
+        free = inst.lease is None or inst.lease[1] <= now
+        if claim and not inst.done and not inst.failed and free:
             inst.lease = (owner, now + lease_s)
             claimed = True
         return Check(results=results, gone=False, claimed=claimed)
@@ -443,23 +492,34 @@ class MemoryRendezvousStore(RendezvousStore):
         inst.expires = max(inst.expires, now + ttl_s)
         return True
 
+    async def fail(self, group: str, instance: str, results: Sequence[str]) -> None:
+        inst = self._get(group, instance)
+        if inst is None or inst.done:
+            return
+        inst.results = dict(enumerate(results))
+        inst.failed = True
+        inst.lease = None
+        self.signals.fire(group, instance)
+
     async def resign(self, group: str, instance: str, *, owner: str) -> None:
         inst = self._get(group, instance)
         if inst is not None and inst.lease is not None and inst.lease[0] == owner:
             inst.lease = None
+            self.signals.fire(group, instance)
 
     async def publish(
         self, group: str, instance: str, results: Sequence[str], *, ttl_s: float
-    ) -> None:
+    ) -> bool:
         inst = self._get(group, instance)
-        if inst is None:
-            return
+        if inst is None or inst.done:
+            return False
         inst.results = dict(enumerate(results))
         inst.done = True
         inst.lease = None
         inst.keys, inst.payloads = [], []  # scored: only the results are kept
         inst.expires = time.monotonic() + ttl_s
         self.signals.fire(group, instance)
+        return True
 
 
 # ---------------------------------------------------------------- Redis
@@ -497,10 +557,18 @@ for j = 1, n do
     claimed = not ref
     if ref then
       local g, i, s = string.match(ref, '^(.*)|([^|]*)|([^|]*)$')
-      local state = redis.call('HMGET', P .. g .. ':' .. i, 'done', 'r' .. s)
+      local h = P .. g .. ':' .. i
+      local state = redis.call('HMGET', h, 'done', 'r' .. s, 'failed', 'n')
       if not state[1] then ref = false
       elseif state[1] == '1' and (not state[2] or string.sub(state[2], 1, 3) ~= 'ok:') then
         ref = false
+      elseif state[3] == '1' then
+        -- its scoring failed: this retry clears the failure, and its watch scores it again
+        local drop = {}
+        for x = 0, tonumber(state[4]) - 1 do drop[#drop + 1] = 'r' .. x end
+        if #drop > 0 then redis.call('HDEL', h, unpack(drop)) end
+        redis.call('HSET', h, 'failed', '0')
+        redis.call('DEL', h .. ':lease')
       end
     end
   end
@@ -565,13 +633,14 @@ if n == 0 then return {} end
 return redis.call('HMGET', KEYS[1], unpack(names))
 """
 
-# KEYS: instance hash, lease; ARGV: owner ("replica.id"), liveness key prefix, then slots.
-# Returns {gone, claimed, result per slot ('' = none)}. The lease is free when missing or
-# when its replica is no longer live.
+# KEYS: instance hash, lease; ARGV: owner ("replica.id"), liveness key prefix, claim ('1'
+# or '0'), then slots. Returns {gone, claimed, result per slot ('' = none)}. The lease is
+# free when missing or when its replica is no longer live.
 _CHECK = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {1, 0} end
 local out = {0, 0}
-if redis.call('HGET', KEYS[1], 'done') ~= '1' then
+local flags = redis.call('HMGET', KEYS[1], 'done', 'failed')
+if ARGV[3] == '1' and flags[1] ~= '1' and flags[2] ~= '1' then
   local held = redis.call('GET', KEYS[2])
   if held then
     local replica = string.match(held, '^[^.]*')
@@ -584,24 +653,30 @@ if redis.call('HGET', KEYS[1], 'done') ~= '1' then
     out[2] = 1
   end
 end
-if #ARGV > 2 then
+if #ARGV > 3 then
   local names = {}
-  for i = 3, #ARGV do names[#names + 1] = 'r' .. ARGV[i] end
+  for i = 4, #ARGV do names[#names + 1] = 'r' .. ARGV[i] end
   local found = redis.call('HMGET', KEYS[1], unpack(names))
   for i = 1, #found do out[#out + 1] = found[i] or '' end
 end
 return out
 """
 
-# KEYS: lease; ARGV: owner
+# KEYS: lease; ARGV: owner, channel, message (the watches check at once)
 _RESIGN = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], ARGV[3])
+  return 1
+end
 return 0
 """
 
 # KEYS: instance hash, lease; ARGV: ttl_ms, channel, message, then the results in slot order
 _PUBLISH = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'done') == '1' then
+  return 0
+end
 local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
 local drop, fields = {}, {'done', '1'}
 for s = 0, n - 1 do drop[#drop + 1] = 'm' .. s end
@@ -614,6 +689,22 @@ redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('DEL', KEYS[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+"""
+
+# KEYS: instance hash, lease; ARGV: channel, message, then the failed results in slot order
+_FAIL = """
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[1], 'done') == '1' then
+  return 0
+end
+local fields = {'failed', '1'}
+for i = 3, #ARGV do
+  fields[#fields + 1] = 'r' .. (i - 3)
+  fields[#fields + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('DEL', KEYS[2])
+redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1
 """
 
@@ -649,6 +740,7 @@ class RedisRendezvousStore(RendezvousStore):
         self._check = self._redis.register_script(_CHECK)
         self._resign = self._redis.register_script(_RESIGN)
         self._publish = self._redis.register_script(_PUBLISH)
+        self._fail_script = self._redis.register_script(_FAIL)
         self.replica = uuid.uuid4().hex[:16]
         self.leases_renewed_per_instance = False  # one liveness key per replica (`start`)
         self._live_prefix = prefix + "live:"
@@ -656,6 +748,7 @@ class RedisRendezvousStore(RendezvousStore):
         self._listener: asyncio.Task[None] | None = None
         self._subscribed: asyncio.Future[None] | None = None
         self._closing = False
+        self._lease_s = 30.0
 
     def _hash(self, group: str, instance: str) -> str:
         return f"{self._prefix}{group}:{instance}"
@@ -663,6 +756,7 @@ class RedisRendezvousStore(RendezvousStore):
     # -- signals
 
     async def start(self, *, lease_s: float) -> None:
+        self._lease_s = lease_s
         if self._liveness is None:
             await self._keep_live(lease_s)  # in force before this replica leads anything
             self._liveness = asyncio.create_task(
@@ -685,7 +779,10 @@ class RedisRendezvousStore(RendezvousStore):
                 await pubsub.subscribe(self._channel)
                 if not self._subscribed.done():
                     self._subscribed.set_result(None)
-                if not first:
+                if not first:  # back after an outage: this replica's leases first, then
+                    with contextlib.suppress(RedisError, OSError):  # every local waiter
+                        await self._keep_live(self._lease_s)  # re-checks (signals were lost)
+                    self.reconnected_at = time.monotonic()
                     self.signals.fire_all()
                 first = False
                 while not self._closing:
@@ -782,12 +879,18 @@ class RedisRendezvousStore(RendezvousStore):
         )
 
     async def check(
-        self, group: str, instance: str, slots: Sequence[int], *, owner: str, lease_s: float
+        self,
+        group: str,
+        instance: str,
+        slots: Sequence[int],
+        *,
+        owner: str,
+        lease_s: float,
+        claim: bool = True,
     ) -> Check:
         keys = [self._hash(group, instance), self._hash(group, instance) + ":lease"]
-        gone, claimed, *found = await self._check(
-            keys=keys, args=[owner, self._live_prefix, *(str(s) for s in slots)]
-        )
+        args = [owner, self._live_prefix, "1" if claim else "0", *(str(s) for s in slots)]
+        gone, claimed, *found = await self._check(keys=keys, args=args)
         results: list[str | None] = [str(r) if r else None for r in found]
         if len(results) < len(slots):
             results += [None] * (len(slots) - len(results))
@@ -800,16 +903,20 @@ class RedisRendezvousStore(RendezvousStore):
         instance lives `ttl_s` from its sealing (`seal`)."""
         return True
 
+    async def fail(self, group: str, instance: str, results: Sequence[str]) -> None:
+        keys = [self._hash(group, instance), self._hash(group, instance) + ":lease"]
+        await self._fail_script(keys=keys, args=[self._channel, f"{group}|{instance}", *results])
+
     async def resign(self, group: str, instance: str, *, owner: str) -> None:
         keys = [self._hash(group, instance) + ":lease"]
-        await self._resign(keys=keys, args=[owner])
+        await self._resign(keys=keys, args=[owner, self._channel, f"{group}|{instance}"])
 
     async def publish(
         self, group: str, instance: str, results: Sequence[str], *, ttl_s: float
-    ) -> None:
+    ) -> bool:
         keys = [self._hash(group, instance), self._hash(group, instance) + ":lease"]
         args: list[str | int] = [_ms(ttl_s), self._channel, f"{group}|{instance}", *results]
-        await self._publish(keys=keys, args=args)
+        return bool(int(await self._publish(keys=keys, args=args)))
 
     async def aclose(self) -> None:
         self._closing = True
@@ -860,6 +967,7 @@ class Rendezvous:
         retention_s: float,
         wait_s: float,
         lease_s: float = 30.0,
+        outage_s: float | None = None,
     ) -> None:
         if retention_s <= 0 or wait_s <= 0 or lease_s <= 0:
             raise ValueError("retention_s, wait_s and lease_s must be positive")
@@ -867,6 +975,13 @@ class Rendezvous:
         self.retention_s = retention_s
         self.wait_s = wait_s
         self.lease_s = lease_s
+        self.outage_s = 2 * lease_s if outage_s is None else outage_s
+        """How long a join or a watch tries the store again through an outage before its
+        callers get a `RendezvousError` (a leader holding an instance tries for the
+        instance's lifetime: it alone can finish it without scoring again)."""
+        self._claims_from = float("-inf")
+        """No lease is claimed before this (`time.monotonic()`): after an outage, live
+        replicas get a third of a lease to renew the liveness that lapsed meanwhile."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._errors: dict[tuple[str, str], BaseException] = {}
         self._watches: dict[tuple[str, str], _Watch] = {}
@@ -897,6 +1012,39 @@ class Rendezvous:
         except (RedisError, OSError) as exc:  # the store is unreachable
             raise RendezvousError(f"{type(exc).__name__}: {exc}") from exc
 
+    async def _store_call(self, op: str, call: Callable[[], Awaitable[T]], *, for_s: float) -> T:
+        """`call()`, tried again through a store outage for up to `for_s` seconds after its
+        first failure (then that failure is raised). Once it answers after failing, leases
+        are not claimed for a third of a lease: replicas renew what lapsed meanwhile."""
+        pause, given_up_at = RETRY_FIRST_S, None
+        while True:
+            try:
+                out = await call()
+            except (RedisError, OSError) as exc:
+                now = time.monotonic()
+                if given_up_at is None:
+                    given_up_at = now + for_s
+                    log.warning(
+                        "rendezvous.store_unreachable op=%s error=%s: trying again for %.0fs",
+                        op,
+                        f"{type(exc).__name__}: {exc}"[:200],
+                        for_s,
+                    )
+                if now + pause > given_up_at:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, RETRY_MAX_S)
+                continue
+            if given_up_at is not None:
+                self._claims_from = max(self._claims_from, time.monotonic() + self.lease_s / 3)
+            return out
+
+    def _may_claim(self) -> tuple[bool, float]:
+        """Whether a watch may claim a lapsed lease now, else in how many seconds."""
+        start = max(self._claims_from, self.store.reconnected_at + self.lease_s / 3)
+        left = start - time.monotonic()
+        return left <= 0, max(left, 0.0)
+
     async def _join(
         self,
         group: str,
@@ -913,22 +1061,60 @@ class Rendezvous:
         refs: list[Ref] = []
         while len(refs) < len(entries):
             owner = f"{self.store.replica}.{uuid.uuid4().hex}"
-            joined = await self.store.join(
-                group,
-                instance=uuid.uuid4().hex[:16],
-                owner=owner,
-                entries=entries[len(refs) :],
-                expected=expected,
-                private=private,
-                lease_s=self.lease_s,
-                ttl_s=window_s + self._ttl_s,
-            )
+            instance = uuid.uuid4().hex[:16]
+            rest = entries[len(refs) :]
+
+            def join(
+                rest: Sequence[Entry] = rest, instance: str = instance, owner: str = owner
+            ) -> Awaitable[Joined]:
+                return self.store.join(
+                    group,
+                    instance=instance,
+                    owner=owner,
+                    entries=rest,
+                    expected=expected,
+                    private=private,
+                    lease_s=self.lease_s,
+                    ttl_s=window_s + self._ttl_s,
+                )
+
+            try:
+                joined = await self._store_call("join", join, for_s=self.outage_s)
+            except (RedisError, OSError):
+                # the join may have run and its answer been lost: if it opened `instance`,
+                # its lease names `owner` and nobody leads it; give it up once the store
+                # answers, so that a watch takes it over
+                self._resign_later(group, instance, owner, for_s=window_s + self._ttl_s)
+                raise
             if not joined.refs:
                 raise RendezvousError(f"group {group[:16]} took none of {len(entries)} entries")
-            if joined.leader:
-                self._lead(group, joined.instance, owner=owner, window_s=window_s, score=score)
+            # a join tried again after its answer was lost finds its entries in the instance
+            # it opened itself (ids are random): it leads that instance all the same
+            if joined.leader or any(ref.instance == instance for ref in joined.refs):
+                self._lead(group, instance, owner=owner, window_s=window_s, score=score)
             refs.extend(joined.refs)
         return refs
+
+    def _resign_later(self, group: str, instance: str, owner: str, *, for_s: float) -> None:
+        """Give up `owner`'s lease as soon as the store answers (trying for `for_s`, the
+        instance's lifetime): a lease whose leader stopped must not wait for its keys to
+        expire."""
+
+        async def resign() -> None:
+            try:
+                await self._store_call(
+                    "resign",
+                    lambda: self.store.resign(group, instance, owner=owner),
+                    for_s=for_s,
+                )
+            except (RedisError, OSError) as exc:
+                log.warning(
+                    "rendezvous.resign_failed instance=%s error=%s", instance, type(exc).__name__
+                )
+
+        task = asyncio.create_task(resign(), name=f"rendezvous-resign-{instance}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _wait(self, refs: Sequence[Ref], *, window_s: float, score: Scorer) -> list[str]:
         futures = [self._watch(ref, window_s=window_s, score=score) for ref in refs]
@@ -986,11 +1172,25 @@ class Rendezvous:
                 # this replica's own leader hands its callers the results; any other instance
                 # is checked now (a slot may be scored already), then at each signal or
                 # lease period
+                within_s = self.lease_s
                 if key not in self._leading:
                     slots = watch.waiting_slots()
                     owner = f"{self.store.replica}.{uuid.uuid4().hex}"
-                    found = await self.store.check(
-                        group, instance, slots, owner=owner, lease_s=self.lease_s
+                    may_claim, claim_in = self._may_claim()
+                    if not may_claim:  # after an outage: check again once claims resume
+                        within_s = min(within_s, claim_in + 0.05)
+                    found = await self._store_call(
+                        "check",
+                        functools.partial(
+                            self.store.check,
+                            group,
+                            instance,
+                            slots,
+                            owner=owner,
+                            lease_s=self.lease_s,
+                            claim=may_claim,
+                        ),
+                        for_s=self.outage_s,
                     )
                     if found.claimed:
                         log.warning("rendezvous.takeover group=%.16s instance=%s", group, instance)
@@ -1003,7 +1203,7 @@ class Rendezvous:
                         return
                     if not watch.waiting_slots():
                         return
-                await self.store.signals.wait(group, instance, seen=seen, within_s=self.lease_s)
+                await self.store.signals.wait(group, instance, seen=seen, within_s=within_s)
         except Exception as exc:  # the store failed: every caller of the watch hears it
             self._fail(watch, RendezvousError(f"{type(exc).__name__}: {exc}"))
         finally:
@@ -1048,9 +1248,18 @@ class Rendezvous:
             if self.store.leases_renewed_per_instance
             else None
         )
+
+        # the leader alone can finish its instance without scoring it again: through a store
+        # outage it tries each store call again for the instance's lifetime
+        def persist(op: str, call: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+            return self._store_call(op, call, for_s=self._ttl_s)
+
+        def read() -> Awaitable[Status | None]:
+            return self.store.status(group, instance)
+
         try:
             seen = self.store.signals.count(group, instance)  # before the read: a signal
-            status = await self.store.status(group, instance)  # during it is not lost
+            status = await persist("status", read)  # during it is not lost
             # a private instance is whole after its one join (entries that attached to an
             # earlier slot left it smaller than the call): sealed at once
             while status is not None and not (status.done or status.sealed or status.private):
@@ -1060,10 +1269,12 @@ class Rendezvous:
                 signalled = await self.store.signals.wait(group, instance, seen=seen, within_s=left)
                 if signalled > seen:  # sealed (or done) elsewhere: read it; else the window
                     seen = signalled  # is over and sealing tells what is left
-                    status = await self.store.status(group, instance)
+                    status = await persist("status", read)
             if status is None or status.done:
                 return
-            payloads = await self.store.seal(group, instance, ttl_s=self._ttl_s)
+            payloads = await persist(
+                "seal", lambda: self.store.seal(group, instance, ttl_s=self._ttl_s)
+            )
             if payloads is None:
                 return
             batch = Batch(
@@ -1072,21 +1283,26 @@ class Rendezvous:
                 private=status.private,
             )
             results, ttl_s = await self._score(group, instance, batch, score)
-            await self.store.publish(group, instance, results, ttl_s=ttl_s)
+            if results and results[0].startswith(_FAILED):  # kept for a retry to score again
+                await persist("fail", lambda: self.store.fail(group, instance, results))
+                published = True
+            else:
+                published = await persist(
+                    "publish", lambda: self.store.publish(group, instance, results, ttl_s=ttl_s)
+                )
             watch = self._watches.get(key)
-            if watch is not None:  # this replica's callers need no signal
+            if published and watch is not None:  # this replica's callers need no signal
                 for slot in list(watch.slots):
                     if slot < len(results):
                         self._deliver(watch, slot, results[slot])
-        except Exception as exc:  # the store failed: the lease is given up (or lapses with
-            log.warning(  # this replica), a waiter takes over
+        except Exception as exc:  # the store stayed down: the lease is given up as soon as
+            log.warning(  # it answers, and a waiter takes over
                 "rendezvous.lead_failed group=%.16s instance=%s error=%s",
                 group,
                 instance,
                 f"{type(exc).__name__}: {exc}"[:300],
             )
-            with contextlib.suppress(Exception):
-                await self.store.resign(group, instance, owner=owner)
+            self._resign_later(group, instance, owner, for_s=window_s + self._ttl_s)
         finally:
             self._leading.discard(key)
             if heartbeat is not None:
