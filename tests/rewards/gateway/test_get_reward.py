@@ -37,7 +37,7 @@ async def test_openrlhf_wire_format_and_stagewise_answer_score(running: Running)
     )
     assert response.status_code == 200, response.text
     out = response.json()
-    assert set(out) == {"rewards", "scores", "extra_logs"}
+    assert set(out) == {"rewards", "scores", "extra_logs", "components", "rubric_scores"}
     assert out["rewards"] == [1.0, 0.5, 0.0] and out["scores"] == out["rewards"]
     logs = out["extra_logs"]
     assert logs["rubricate/scored"] == [1.0, 1.0, 1.0]

@@ -9,9 +9,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rubricate_client.schemas.rubrics import RubricSpec, TrainingStep
+from rubricate_client.constants import STAGES
+from rubricate_client.schemas.rubrics import Polarity, RubricSpec, Stage, TrainingStep
 
 RewardKind = Literal["stagewise", "nugget", "step"]
+STAGE_COMPONENTS: tuple[str, ...] = tuple(f"R_{s}" for s in STAGES)
+"""The stagewise kind's reward components, in stage order: R_plan, R_research, R_review,
+R_answer."""
+KIND_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "stagewise": STAGE_COMPONENTS,
+    "nugget": ("nugget",),
+    "step": ("step",),
+}
+"""The components each reward kind gives, beside its scalar reward."""
+COMPONENT_ORDER: tuple[str, ...] = tuple(n for names in KIND_COMPONENTS.values() for n in names)
+"""Every component name in its fixed order; a response lists those of the kinds in its
+batch, in this order."""
 MAX_REWARD_BATCH = 4096
 MAX_GROUP_SIZE = 64
 """The most samples of one stagewise group (the gateway's default `max_rollouts`)."""
@@ -30,6 +43,10 @@ class GetRewardRequest(BaseModel):
     kind: RewardKind | None = None
     """Rubricate extension: the reward kind for the whole batch (overrides the default;
     a label's own `kind` overrides this)."""
+    rubric_scores: bool = False
+    """Rubricate extension: also return each sample's per-rubric scores (`rubric_scores` of
+    the response: the stagewise rubrics it was judged on, or the nuggets it was verified
+    against)."""
 
 
 class RewardLabel(BaseModel):
@@ -65,6 +82,35 @@ class RewardLabel(BaseModel):
     """A plain-text label, kept for reward kinds that use a reference answer."""
 
 
+class RewardComponent(BaseModel):
+    """One reward component over the batch: a named column, one value per sample."""
+
+    name: str
+    """`R_plan`, `R_research`, `R_review`, `R_answer` (stagewise), `nugget`, `step`."""
+    values: list[float | None]
+    """Per sample, in request order; null where the sample has no such score: it was not
+    scored (the judge failed), the stage was not judged (an answer-only fallback, a stage
+    with no rubric) or the sample is of another kind. Never 0.0 for a missing score."""
+
+
+class RubricScore(BaseModel):
+    """One rubric (or nugget) scored on one sample."""
+
+    id: str
+    """The rubric's id in the question's buffer; `nugget-<i>` for the i-th nugget."""
+    stage: Stage | None = None
+    """The rubric's stage; null for a nugget."""
+    title: str
+    """The rubric's title, or the nugget's text."""
+    weight: float
+    """The rubric's weight (1-3), or the nugget's (vital 1, okay 0.5)."""
+    polarity: Polarity = "positive"
+    score: float | None
+    """In [0, 1], higher is better: a rubric's 0/1/2 judgment / 2 (a negative rubric's
+    inverted first), a nugget's support 1 / partial 0.5 / not 0. Null: not judged on this
+    sample (never 0.0 for a missing judgment)."""
+
+
 class GetRewardResponse(BaseModel):
     rewards: list[float | None]
     """The reward of each sample, in request order; null where the platform could not score
@@ -77,3 +123,20 @@ class GetRewardResponse(BaseModel):
     the platform scored the sample and 0.0 where it could not (then the reward is null);
     `rubricate/fallback` is 1.0 where only the answer stage was scored; stagewise kinds add
     `rubricate/R_<stage>` (0.0 where the stage has no score: read it with `scored`)."""
+    components: list[RewardComponent] = Field(default_factory=list)
+    """The reward's components beside the scalar, named, in `COMPONENT_ORDER` (the
+    components of the kinds in the batch): the per-stage rewards R_plan … R_answer of the
+    stagewise kind, `nugget` and `step` for those kinds; null where a sample has no such
+    score, never 0.0."""
+    rubric_scores: list[list[RubricScore]] | None = None
+    """When the request asks (`rubric_scores`): per sample, its rubrics' scores, ordered by
+    stage then rubric id (nuggets in label order); empty for a sample with none (the step
+    kind, an empty response, a sample the platform could not score)."""
+
+    def component(self, name: str) -> list[float | None]:
+        """The values of one component, one per sample; all null where the batch has no
+        such component."""
+        for component in self.components:
+            if component.name == name:
+                return list(component.values)
+        return [None] * len(self.rewards)

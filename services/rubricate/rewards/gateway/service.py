@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,18 +29,23 @@ from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.rendezvous import Batch, Scored
 from rubricate.rewards.gateway.assembly import GroupAssembler, GroupMember, content_key, group_id
-from rubricate_client.constants import STAGES
+from rubricate_client.constants import SCORE_MAX, STAGES
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.nuggets import NuggetVerifyBatchRequest, NuggetVerifyBatchResponse
 from rubricate_client.schemas.rewards import (
+    COMPONENT_ORDER,
+    KIND_COMPONENTS,
     GetRewardRequest,
     GetRewardResponse,
+    RewardComponent,
     RewardKind,
     RewardLabel,
+    RubricScore,
 )
-from rubricate_client.schemas.rubrics import Stage
+from rubricate_client.schemas.rubrics import Judgment, Stage
 from rubricate_client.schemas.stagewise import (
     Rollout,
+    RubricOut,
     StagewiseScoreRequest,
     StagewiseScoreResponse,
 )
@@ -78,6 +83,21 @@ class SampleResult:
     """None: the platform could not score this sample."""
     fallback: bool = False
     logs: dict[str, float] = field(default_factory=dict)
+    components: dict[str, float | None] = field(default_factory=dict)
+    """The reward's components (`KIND_COMPONENTS` of the sample's kind); None where the
+    sample has no such score (unscored, a stage not judged), never 0.0 for a missing one."""
+    rubrics: list[RubricScore] = field(default_factory=list)
+    """Per-rubric (or per-nugget) scores, ordered by stage then rubric id (nuggets in label
+    order); kept always, returned when the request asks (`rubric_scores`)."""
+
+
+def _unscored(logs: Mapping[str, float], kind: RewardKind = "stagewise") -> SampleResult:
+    """A sample the platform could not score: a null reward and null components."""
+    return SampleResult(
+        reward=None,
+        logs=dict(logs),
+        components=dict.fromkeys(KIND_COMPONENTS[kind]),
+    )
 
 
 @dataclass(frozen=True)
@@ -174,7 +194,7 @@ async def _assembled_rewards(
                         group[0].label.question_id or _question(group[0]),
                         exc,
                     )
-                    results = [SampleResult(reward=None, logs=_stage_logs(None)) for _ in group]
+                    results = [_unscored(_stage_logs(None)) for _ in group]
         size = len(group)
         partial = size < batch.expected
         if partial:
@@ -237,7 +257,15 @@ def _sample_from(payload: str, *, slot: int | None) -> Sample:
 
 
 def _dump_result(result: SampleResult) -> str:
-    return json.dumps({"reward": result.reward, "fallback": result.fallback, "logs": result.logs})
+    return json.dumps(
+        {
+            "reward": result.reward,
+            "fallback": result.fallback,
+            "logs": result.logs,
+            "components": result.components,
+            "rubrics": [r.model_dump(mode="json") for r in result.rubrics],
+        }
+    )
 
 
 def _load_result(text: str) -> SampleResult:
@@ -247,6 +275,12 @@ def _load_result(text: str) -> SampleResult:
         reward=None if reward is None else float(reward),
         fallback=bool(data["fallback"]),
         logs={str(k): float(v) for k, v in data["logs"].items()},
+        # a result stored by a gateway without components: every component unknown (null)
+        components={
+            str(k): None if v is None else float(v)
+            for k, v in data.get("components", dict.fromkeys(KIND_COMPONENTS["stagewise"])).items()
+        },
+        rubrics=[RubricScore.model_validate(r) for r in data.get("rubrics", [])],
     )
 
 
@@ -274,9 +308,14 @@ async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[Samp
     first = members[0]
     scorable = [s for s in members if s.response.strip()]
     out: dict[int, SampleResult] = {
-        s.index: SampleResult(reward=0.0, logs=_stage_logs(None))
+        # an empty response has no answer and no stage: R = 0 on every stage, scored
+        s.index: SampleResult(
+            reward=0.0,
+            logs=_stage_logs(None),
+            components=dict.fromkeys(KIND_COMPONENTS["stagewise"], 0.0),
+        )
         for s in members
-        if not s.response.strip()  # an empty response has no answer: R = 0, scored
+        if not s.response.strip()
     }
     if scorable:
         request = _stagewise_request(members, scorable)
@@ -296,19 +335,72 @@ async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[Samp
                 exc.message,
             )
             for s in scorable:
-                out[s.index] = SampleResult(reward=None, logs=_stage_logs(None))
+                out[s.index] = _unscored(_stage_logs(None))
         else:
             by_id = {r.id: r for r in response.rollouts}
+            rubric_set = sorted(
+                (r for rubrics in response.rubrics.values() for r in rubrics),
+                key=lambda r: (STAGES.index(r.stage), r.id),
+            )
             for s in scorable:
                 rollout = by_id[str(s.index)]
                 scores = rollout.scores
+                answer_only = (
+                    rollout.fallback is not None and rollout.fallback.kind == "answer_only"
+                )
                 out[s.index] = SampleResult(
                     reward=None if scores is None else scores.get("answer"),
-                    fallback=rollout.fallback is not None
-                    and rollout.fallback.kind == "answer_only",
+                    fallback=answer_only,
                     logs=_stage_logs(scores),
+                    components=_stage_components(scores, answer_only=answer_only),
+                    # an unscored sample has no rubric scores, as when its whole group failed
+                    rubrics=[] if scores is None else _rubric_scores(rubric_set, rollout.judgments),
                 )
     return [out[s.index] for s in members]
+
+
+def _stage_components(
+    scores: Mapping[Stage, float | None] | None, *, answer_only: bool
+) -> dict[str, float | None]:
+    """R_plan … R_answer as the platform scored them; None for a stage with no judgment: the
+    whole sample unscored, a stage with no rubric, and every stage but the answer of an
+    answer-only fallback (whose stage scores are the answer's, broadcast for the advantage
+    math, not judgments of those stages). A stage the trajectory lacks keeps the score the
+    platform gives a missing stage (`missing_stage_score`, 0.0): that is a rule, not a
+    failure."""
+    out: dict[str, float | None] = {}
+    for stage in STAGES:
+        value = None if scores is None else scores.get(stage)
+        if answer_only and stage != "answer":
+            value = None
+        out[f"R_{stage}"] = value
+    return out
+
+
+def _rubric_scores(
+    rubric_set: Sequence[RubricOut], judgments: Sequence[Judgment]
+) -> list[RubricScore]:
+    """Every rubric of the group's set scored on one rollout, in the set's order; None
+    where the rubric was not judged on it."""
+    judged = {j.rubric_id: j for j in judgments}
+    out = []
+    for rubric in rubric_set:
+        j = judged.get(rubric.id)
+        score = None
+        if j is not None:
+            value = j.value if rubric.polarity == "positive" else SCORE_MAX - j.value
+            score = value / SCORE_MAX
+        out.append(
+            RubricScore(
+                id=rubric.id,
+                stage=rubric.stage,
+                title=rubric.title,
+                weight=float(rubric.weight),
+                polarity=rubric.polarity,
+                score=score,
+            )
+        )
+    return out
 
 
 _LABEL_FIELDS = {"persistent_rubrics": "rubrics"}
@@ -382,7 +474,25 @@ async def nugget_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[Sa
             )
         raise DomainError(str(exc.errors()[0]["msg"]), field=field) from exc
     response = await ctx.capabilities.verify_nuggets(request, ctx.tenant)
-    return [SampleResult(reward=reward) for reward in response.rewards]
+    out = []
+    for reward, item in zip(response.rewards, response.items, strict=True):
+        nuggets = [] if item.result is None else item.result.nuggets
+        out.append(
+            SampleResult(
+                reward=reward,
+                components={"nugget": reward},
+                rubrics=[
+                    RubricScore(
+                        id=f"nugget-{n.index}",
+                        title=n.text,
+                        weight=n.weight,
+                        score=n.value,
+                    )
+                    for n in nuggets
+                ],
+            )
+        )
+    return out
 
 
 # ---------------------------------------------------------------- step reward
@@ -396,7 +506,7 @@ async def step_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[Samp
 
     async def one(sample: Sample) -> SampleResult:
         if not sample.response.strip():
-            return SampleResult(reward=0.0, logs={STEPS_LOG: 0.0})
+            return SampleResult(reward=0.0, logs={STEPS_LOG: 0.0}, components={"step": 0.0})
         try:
             request = ScoreRequest(
                 question=_question(sample),
@@ -415,11 +525,13 @@ async def step_rewards(samples: Sequence[Sample], ctx: KindContext) -> list[Samp
                 if exc.status_code < 500:
                     raise
                 log.warning("rewards.steps_unscored error=%s", exc.message)
-                return SampleResult(reward=None, logs={STEPS_LOG: 0.0})
+                return _unscored({STEPS_LOG: 0.0}, "step")
         scores = [step.score for step in response.steps if step.score is not None]
+        reward = sum(scores) / len(scores) if scores else None
         return SampleResult(
-            reward=sum(scores) / len(scores) if scores else None,
+            reward=reward,
             logs={STEPS_LOG: float(len(response.steps))},
+            components={"step": reward},
         )
 
     return list(await asyncio.gather(*(one(s) for s in samples)))
@@ -496,10 +608,19 @@ class TrainerRewards:
         for samples, kind_results in zip(by_kind.values(), outcomes, strict=True):
             for sample, result in zip(samples, kind_results, strict=True):
                 results[sample.index] = result
-        return _response([r or SampleResult(reward=None) for r in results])
+        return _response(
+            [r or SampleResult(reward=None) for r in results],
+            kinds=set(by_kind),
+            rubric_scores=body.rubric_scores,
+        )
 
 
-def _response(results: Sequence[SampleResult]) -> GetRewardResponse:
+def _response(
+    results: Sequence[SampleResult],
+    *,
+    kinds: Collection[RewardKind] = (),
+    rubric_scores: bool = False,
+) -> GetRewardResponse:
     rewards = [r.reward for r in results]
     unscored = sum(1 for r in rewards if r is None)
     if unscored:
@@ -511,7 +632,19 @@ def _response(results: Sequence[SampleResult]) -> GetRewardResponse:
     extra = sorted({k for r in results for k in r.logs} - set(LOG_KEYS))
     for key in [*LOG_KEYS[2:], *extra]:  # every key for every sample: 0.0 where it has none
         logs[key] = [r.logs.get(key, 0.0) for r in results]
-    return GetRewardResponse(rewards=rewards, scores=list(rewards), extra_logs=logs)
+    names = {n for kind in kinds for n in KIND_COMPONENTS[kind]}
+    components = [
+        RewardComponent(name=name, values=[r.components.get(name) for r in results])
+        for name in COMPONENT_ORDER
+        if name in names
+    ]
+    return GetRewardResponse(
+        rewards=rewards,
+        scores=list(rewards),
+        extra_logs=logs,
+        components=components,
+        rubric_scores=[list(r.rubrics) for r in results] if rubric_scores else None,
+    )
 
 
 def parse_label(raw: str | dict[str, Any] | None, *, index: int) -> RewardLabel:
