@@ -13,6 +13,7 @@ import pytest
 
 from rubricate_client.constants import DEFAULT_LAMBDA, STAGES
 from rubricate_client.ssgrpo import stage_advantages, stage_returns
+from rubricate_client.stagecredit import component_weights
 from rubricate_client.stages import stage_spans
 from rubricate_client.tokens import token_ranges
 from tests.support.gateway import Running
@@ -224,3 +225,85 @@ async def test_trl_stagewise_trainer_with_stage_credit_off_is_trl_grpo(
         expected = trl_grpo(rewards)
         # TRL's own advantages: one number per completion, broadcast by TRL's loss
         assert [c["advantages"] for c in group] == pytest.approx(expected, abs=1e-5)
+
+
+# ------------------------------------------------------------------ components (GDPO)
+
+
+def trl_normalize_then_sum(rows: list[list[float | None]], weights: list[float]) -> list[float]:
+    """TRL 1.16's `multi_objective_aggregation="normalize_then_sum"` for one group that is
+    the whole batch, written out here: each component normalized within the group over the
+    completions that have it ((x − mean) / (Bessel std + 1e-4)), weighted and summed over
+    the components a completion has, then normalized over the batch; a completion with no
+    component at all gets 0."""
+
+    def stats(values: list[float]) -> tuple[float, float | None]:
+        mean = sum(values) / len(values)
+        if len(values) < 2:
+            return mean, None
+        return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+    k = len(weights)
+    normed: list[list[float | None]] = [[None] * k for _ in rows]
+    for j in range(k):
+        present = [r[j] for r in rows if r[j] is not None]
+        if not present:
+            continue
+        mean, std = stats([float(v) for v in present])
+        for i, r in enumerate(rows):
+            value = r[j]
+            if value is not None and std is not None:
+                normed[i][j] = (value - mean) / (std + 1e-4)
+    sums: list[float | None] = []
+    for r, n in zip(rows, normed, strict=True):
+        if all(v is None for v in r):
+            sums.append(None)
+        else:
+            sums.append(sum(w * v for w, v in zip(weights, n, strict=True) if v is not None))
+    present_sums = [s for s in sums if s is not None]
+    mean, std = stats(present_sums)
+    assert std is not None
+    return [0.0 if s is None else (s - mean) / (std + 1e-4) for s in sums]
+
+
+async def test_trl_normalize_then_sum_over_stage_components(
+    running: Running, tmp_path: Path
+) -> None:
+    """TRL's own GRPOTrainer, one reward function per stage component, decoupled
+    normalization: each completion's advantage is the one computed here from the gateway's
+    components and Λ's weights; nulls (fallback stages, the unscored completion) stay out."""
+    out = await driver(
+        "trl",
+        "trl_driver.py",
+        running.platform.urls["gateway"],
+        str(tmp_path),
+        str(N),
+        "components",
+        env={"OMP_NUM_THREADS": "1"},
+    )
+    assert out["global_step"] == STEPS
+    assert any(line.startswith("rubricate stage credit: components") for line in out["log_lines"])
+    assert generation_sizes(running) == [N] * STEPS  # one /get_reward per batch, whole groups
+    weights = list(component_weights())
+    assert weights == [1.0, 1.4, 2.0, 3.4]
+    records = json.loads((tmp_path / "records-0.json").read_text())["records"]
+    assert [r["step"] for r in records] == [0, 1]
+    seen: dict[str, list[float | None]] = {}
+    differs = []
+    for record in records:
+        comps = record["components"]
+        assert list(comps) == [f"R_{s}" for s in STAGES]
+        rows = [[comps[f"R_{s}"][i] for s in STAGES] for i in range(N)]
+        for i, tokens in enumerate(record["tokens"]):
+            seen[marker_of(tokens)] = rows[i]
+        expected = trl_normalize_then_sum(rows, weights)
+        assert record["advantages"] == pytest.approx(expected, abs=1e-4)
+        differs.append(record["advantages"] != pytest.approx(trl_grpo(record["rewards"]), abs=1e-3))
+    # not the scalar's GRPO where the stages disagree (step 1: `e` has no review stage)
+    assert differs == [False, True]
+    assert seen["a"] == [1.0, 1.0, 1.0, 1.0] and seen["b"] == [0.0, 0.0, 0.0, 0.0]
+    assert seen["d"][:3] == [None, None, None] and seen["d"][3] is not None  # fallback
+    assert seen["e"][2] == 0.0  # a missing review: the platform's missing-stage score
+    assert seen["g"] == [None, None, None, None]  # unscored: no component, never 0
+    logged = [e for e in out["log_history"] if "rewards/rubricate_R_plan/mean" in e]
+    assert len(logged) == STEPS

@@ -190,3 +190,13 @@ def increments(rewards: Sequence[float]) -> list[float]:
         out.append(float(value) - previous)
         previous = float(value)
     return out
+
+
+def component_weights(lam: Any = None) -> tuple[float, ...]:
+    """The weights of the stage components R_plan … R_answer when a trainer normalizes each
+    within its group and sums them (GDPO; TRL's `normalize_then_sum`, veRL's `gdpo`):
+    w_j = Σ_k Λ[k][j], how much R_j counts in all the SS-GRPO returns G_k = Σ_j Λ[k][j]·R_j
+    together (RubricEM's Λ: 1.0, 1.4, 2.0, 3.4). `lam` as `parse_lambda` takes it; None:
+    RUBRICATE_STAGE_LAMBDA, else the paper's."""
+    matrix = parse_lambda(lam if lam is not None else os.environ.get(STAGE_LAMBDA_ENV))
+    return tuple(round(sum(row[j] for row in matrix), 12) for j in range(N_STAGES))

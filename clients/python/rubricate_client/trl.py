@@ -20,18 +20,29 @@ fallback and partial-group fractions and the mean group size through `log_metric
 per-sample values as completion table columns through `log_extra`.
 
 Stage credit: `GRPOTrainer` computes one advantage per completion from the scalar reward, so
-with TRL's own trainer the policy trains on R_answer (plain GRPO). `StagewiseGRPOTrainer`
+with TRL's own trainer and `RubricateReward` the policy trains on R_answer (plain GRPO).
+`RubricateComponentRewards` gives TRL one reward function per stage component (R_plan …
+R_answer, one `/get_reward` call per batch for all of them) and their weights from Λ, for
+`GRPOConfig(multi_objective_aggregation="normalize_then_sum", reward_weights=...)`: TRL then
+normalizes each stage's score within its group and sums them (GDPO), stage-normalized credit
+at sequence level with TRL's own trainer. `StagewiseGRPOTrainer`
 (imported from here, defined in `rubricate_client.trl_stagewise`; it needs TRL) is a
 `GRPOTrainer` whose loss gets per-token SS-GRPO advantages: each stage's tokens get that
 stage's advantage A_k (see `rubricate_client.stagecredit`).
 """
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rubricate_client.http import AsyncClient, Client
-from rubricate_client.schemas.rewards import GetRewardRequest, GetRewardResponse
+from rubricate_client.schemas.rewards import (
+    STAGE_COMPONENTS,
+    GetRewardRequest,
+    GetRewardResponse,
+)
+from rubricate_client.stagecredit import component_weights
 from rubricate_client.trainers import (
     LABEL_KEYS,
     SAMPLE_LOGS,
@@ -281,3 +292,124 @@ class AsyncRubricateReward:
         self.last_response = response
         log_response(response, log_metric, log_extra)
         return rewards_or_none(response)
+
+
+# ------------------------------------------------------------------ components (GDPO)
+
+
+class RubricateComponentRewards:
+    """One TRL reward function per reward component, for TRL's decoupled normalization:
+
+        rewards = RubricateComponentRewards("http://gateway:8000", group_size=8)
+        args = GRPOConfig(num_generations=8, multi_objective_aggregation="normalize_then_sum",
+                          reward_weights=rewards.reward_weights, ...)
+        trainer = GRPOTrainer(model=..., reward_funcs=rewards.reward_funcs, args=args, ...)
+
+    `reward_funcs[i]` returns component `names[i]` of each completion (`rubricate_R_plan`, …
+    in TRL's logs), None where the platform has no such score (the sample was not scored, or
+    the stage was not judged: an answer-only fallback's plan, research and review), which TRL
+    leaves out of that component's group statistics; a completion with every component None
+    gets advantage 0. The functions share one `/get_reward` call per batch: the first one TRL
+    calls sends it, the others read its answer. `reward_weights` are Λ's column sums
+    (`stagecredit.component_weights`: 1.0, 1.4, 2.0, 3.4 for RubricEM's Λ) for the stage
+    components, 1.0 for `nugget` and `step`."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        components: Sequence[str] = STAGE_COMPONENTS,
+        stage_lambda: Any = None,
+        kind: str | None = "stagewise",
+        tenant: str | None = None,
+        label_column: str = "label",
+        timeout_s: float | None = None,
+        api_key: str | None = None,
+        group_size: int | None = None,
+        client: Client | None = None,
+    ) -> None:
+        self.names = tuple(components)
+        if not self.names or len(set(self.names)) != len(self.names):
+            raise ValueError(f"components must be distinct names, got {list(components)}")
+        self.reward = RubricateReward(
+            url,
+            kind=kind,
+            tenant=tenant,
+            label_column=label_column,
+            timeout_s=timeout_s,
+            api_key=api_key,
+            group_size=group_size,
+            client=client,
+        )
+        self.reward.credit_path = "components"
+        stage_weights = dict(zip(STAGE_COMPONENTS, component_weights(stage_lambda), strict=True))
+        self.reward_weights = [stage_weights.get(name, 1.0) for name in self.names]
+        self.reward_funcs = [_ComponentReward(self, name) for name in self.names]
+        self._lock = threading.Lock()
+        self._batch: tuple[Any, ...] | None = None
+        self._served: set[str] = set()
+        self.last_response: GetRewardResponse | None = None
+        self._announced = False
+
+    def response_for(
+        self,
+        name: str,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        trainer_state: Any,
+        log_metric: LogMetric | None,
+        log_extra: LogExtra | None,
+        kwargs: Mapping[str, Any],
+    ) -> GetRewardResponse:
+        """The platform's answer for this batch: fetched by the first component function
+        TRL calls, read by the others (a new batch, or a component asked twice, fetches)."""
+        key = (
+            step_of(trainer_state),
+            tuple(text_of(p) for p in prompts),
+            tuple(text_of(c) for c in completions),
+        )
+        with self._lock:
+            if self._batch == key and name not in self._served and self.last_response:
+                self._served.add(name)
+                return self.last_response
+            if not self._announced:
+                self._announced = True
+                logger.warning(
+                    "rubricate stage credit: components (TRL GRPOTrainer with %s, weights %s): "
+                    "one advantage per completion from the components normalized within their "
+                    "group and summed (needs multi_objective_aggregation='normalize_then_sum')",
+                    ", ".join(f.__name__ for f in self.reward_funcs),
+                    self.reward_weights,
+                )
+            self.reward(prompts, completions, trainer_state, log_metric, log_extra, **kwargs)
+            response = self.reward.last_response
+            assert response is not None
+            self.last_response = response
+            self._batch = key
+            self._served = {name}
+            return response
+
+
+class _ComponentReward:
+    """TRL reward function for one component of a `RubricateComponentRewards`."""
+
+    def __init__(self, owner: RubricateComponentRewards, name: str) -> None:
+        self.owner = owner
+        self.name = name
+        self.__name__ = f"rubricate_{name}"
+
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        trainer_state: Any = None,
+        log_metric: LogMetric | None = None,
+        log_extra: LogExtra | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        response = self.owner.response_for(
+            self.name, prompts, completions, trainer_state, log_metric, log_extra, kwargs
+        )
+        ok = scored(response)
+        values = response.component(self.name)
+        return [v if s else None for v, s in zip(values, ok, strict=True)]

@@ -3,6 +3,10 @@ steps on a tiny randomly initialised model and a tokenizer built offline, with
 `RubricateReward` as the reward function. Rank 0 prints one JSON object.
 
 MODE `plain` (default): TRL's own `GRPOTrainer`, completions sampled from the tiny model.
+MODE `components`: TRL's own `GRPOTrainer` with `multi_objective_aggregation=
+"normalize_then_sum"` over `RubricateComponentRewards` (one reward function per stage
+component, weights from Λ), completions from `scripted_rollout` as below; each rank writes
+`records-<rank>.json` with the advantages TRL computed and the components it was given.
 MODE `stagewise` / `stagewise-off`: `StagewiseGRPOTrainer` with stage credit on / off. The
 completions come from `scripted_rollout`, a FAKE generator (TRL's `rollout_func` hook) that
 returns fixed Plan/Research/Review/Answer trajectories, because a random tiny model does not
@@ -25,7 +29,11 @@ from datasets import Dataset
 from tiny import model, tokenizer, trajectory
 from trl import GRPOConfig, GRPOTrainer
 
-from rubricate_client.trl import RubricateReward, StagewiseGRPOTrainer
+from rubricate_client.trl import (
+    RubricateComponentRewards,
+    RubricateReward,
+    StagewiseGRPOTrainer,
+)
 
 N = 4
 PROMPTS = ["why was the orbiter lost", "why was the navigation team lost"]
@@ -98,6 +106,35 @@ class Recording(StagewiseGRPOTrainer):  # type: ignore[misc]
         return output
 
 
+class RecordingPlain(GRPOTrainer):  # type: ignore[misc]
+    """TRL's own GRPOTrainer, recording what its loss receives; changes nothing."""
+
+    records: list[dict[str, Any]]
+    components: RubricateComponentRewards
+
+    def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        response = self.components.last_response
+        ids = output["completion_ids"].tolist()
+        mask = output["completion_mask"].tolist()
+        tok = self.processing_class
+        self.records.append(
+            {
+                "step": self.state.global_step,
+                "rank": self.accelerator.process_index,
+                "tokens": [
+                    tok.convert_ids_to_tokens([t for t, m in zip(row, ms, strict=True) if m])
+                    for row, ms in zip(ids, mask, strict=True)
+                ],
+                "advantages": output["advantages"].tolist(),
+                "rewards": response.rewards,
+                "extra_logs": response.extra_logs,
+                "components": {c.name: c.values for c in response.components},
+            }
+        )
+        return output
+
+
 def main() -> None:
     url, workdir, per_device = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     mode = sys.argv[4] if len(sys.argv) > 4 else "plain"
@@ -117,6 +154,14 @@ def main() -> None:
         per_device_train_batch_size=per_device,
         num_generations=N,
         max_completion_length=12 if mode == "plain" else 64,
+        **(
+            {
+                "multi_objective_aggregation": "normalize_then_sum",
+                "reward_weights": RubricateComponentRewards(url).reward_weights,
+            }
+            if mode == "components"
+            else {}
+        ),
         max_steps=2,
         learning_rate=1e-3,
         beta=0.0,
@@ -138,6 +183,14 @@ def main() -> None:
     }
     if mode == "plain":
         trainer = GRPOTrainer(**common)
+    elif mode == "components":
+        os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+        components = RubricateComponentRewards(url, group_size=N)
+        RecordingPlain.records = []
+        RecordingPlain.components = components
+        trainer = RecordingPlain(
+            **{**common, "reward_funcs": components.reward_funcs}, rollout_func=scripted_rollout
+        )
     else:
         os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
         Recording.records = []
@@ -146,8 +199,9 @@ def main() -> None:
         )
     trainer.train()
     if mode != "plain":
+        records = RecordingPlain.records if mode == "components" else Recording.records
         (workdir / f"records-{rank}.json").write_text(
-            json.dumps({"records": Recording.records, "log_lines": captured.lines})
+            json.dumps({"records": records, "log_lines": captured.lines})
         )
     if dist.is_available() and dist.is_initialized():
         # torchrun: leave the process group before exit, or gloo's threads can still be
