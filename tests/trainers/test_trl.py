@@ -246,10 +246,10 @@ def trl_normalize_then_sum(rows: list[list[float | None]], weights: list[float])
     k = len(weights)
     normed: list[list[float | None]] = [[None] * k for _ in rows]
     for j in range(k):
-        present = [r[j] for r in rows if r[j] is not None]
+        present = [v for r in rows if (v := r[j]) is not None]
         if not present:
             continue
-        mean, std = stats([float(v) for v in present])
+        mean, std = stats(present)
         for i, r in enumerate(rows):
             value = r[j]
             if value is not None and std is not None:
