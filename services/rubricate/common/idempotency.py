@@ -21,8 +21,15 @@ Keys live in Redis when the gateway has one (shared by replicas), else in proces
 Every store call is guarded: an unreachable store before the request runs is a 503
 `idempotency_unavailable` with Retry-After (exactly-once cannot be promised); a failure after
 the response was sent (keeping or releasing the result) is logged and counted in
-`rubricate_idempotency_store_errors_total` and never reaches the connection - the lease then
-frees the key.
+`rubricate_idempotency_store_errors_total` and never reaches the connection.
+
+A result the store could not keep (Redis away or restarted while the request ran) is never
+released instead (its key would run again): it is written twice at once (a restarted Redis
+fails the first command on each pooled connection), then held by its replica and written
+again every second until the store answers. A retry of that key on that replica settles it
+first and replays it, from memory while the store is still away (issue 33). A retry on
+another replica waits on the pending key (kept by an append-only Redis) until it is settled;
+only a Redis that lost its data as well lets such a retry run again there.
 """
 
 import asyncio
@@ -50,6 +57,8 @@ log = logging.getLogger("rubricate.common.idempotency")
 HEADER: Final = b"idempotency-key"
 MAX_KEY_CHARS: Final = 255
 DEFAULT_LEASE_S: Final = 30.0
+SETTLE_RETRY_S: Final = 1.0
+"""How often a result the store could not keep is written again while it is away."""
 _PENDING: Final = "pending"
 _REPLAY_HEADER: Final = (b"idempotent-replayed", b"true")
 _KEPT_HEADERS: Final = frozenset({b"content-type", b"retry-after"})
@@ -308,6 +317,7 @@ class IdempotencyMiddleware:
         """Keys whose result could not be kept or released (the store failed): their marker,
         the result to keep (None: release) and until when to try again."""
         self._liveness: asyncio.Task[None] | None = None
+        self._next_renewal = 0.0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -360,6 +370,8 @@ class IdempotencyMiddleware:
         same: frozenset[str],
         body: bytes,
     ) -> None:
+        if await self._replayed_unsettled(send, key, same, scope, receive):
+            return
         marker = pending_marker(fingerprint, f"{self.replica}.{uuid.uuid4().hex}")
         existing = await _guarded("claim", self._claim(key, marker))
         deadline = time.monotonic() + self.wait_s
@@ -409,6 +421,36 @@ class IdempotencyMiddleware:
 
         await self._run_first(scope, receive, send, key, marker, fingerprint, body)
 
+    async def _replayed_unsettled(
+        self, send: Send, key: str, same: frozenset[str], scope: Scope, receive: Receive
+    ) -> bool:
+        """A key whose result this replica holds but could not write (the store was away) is
+        settled before it can run again: written now when the store answers, and replayed
+        from memory either way (True). A release still owed is sent first (False)."""
+        unsettled = self._unsettled.get(key)
+        if unsettled is None:
+            return False
+        marker, stored, _ = unsettled
+        try:
+            if stored is not None:
+                await self.store.put(key, stored, ttl_s=self.ttl_s)
+            else:
+                await self.store.release(key, marker)
+            self._unsettled.pop(key, None)
+            log.info("idempotency.settled key=%s", key[:12])
+        except Exception as exc:
+            log.warning("idempotency.settle_failed key=%s error=%s", key[:12], _short(exc))
+            if stored is None:
+                raise StoreUnavailableError(f"release: {_short(exc)}") from exc
+        if stored is None:
+            return False
+        if stored.fingerprint not in same:
+            await self._reused(scope, receive, send)
+            return True
+        IDEMPOTENT_REPLAYS.inc()
+        await _replay(stored, send)
+        return True
+
     def _claim(self, key: str, marker: str) -> Awaitable[str | None]:
         return self.store.claim(key, marker, lease_s=self.pending_ttl_s)
 
@@ -421,6 +463,7 @@ class IdempotencyMiddleware:
         """Renew this replica's liveness lease (claim it anew when it lapsed); a failure is
         logged and counted, never raised (the request runs; a retry may take it over)."""
         live = liveness_key(self.replica)
+        self._next_renewal = time.monotonic() + self.lease_s / 3 - 0.05
         try:
             if not await self.store.renew(live, self.replica, lease_s=self.lease_s):
                 await self.store.claim(live, self.replica, lease_s=self.lease_s)
@@ -433,8 +476,11 @@ class IdempotencyMiddleware:
         requests (then left to lapse); a request that runs for nearly `pending_ttl_s` has
         its pending entry extended."""
         while self._running or self._unsettled:
-            await asyncio.sleep(self.lease_s / 3)
-            if self._running:
+            # what is unsettled is written again every second (a retry on another replica
+            # waits on its pending key meanwhile); the liveness every third of the lease
+            period = self.lease_s / 3
+            await asyncio.sleep(min(period, SETTLE_RETRY_S) if self._unsettled else period)
+            if self._running and time.monotonic() >= self._next_renewal:
                 await self._keep_alive_once()
                 await self._extend_long_runners()
             await self._settle_again()
@@ -525,10 +571,13 @@ class IdempotencyMiddleware:
             stored = Stored(
                 fingerprint=fingerprint, status=status, headers=kept, body=b"".join(chunks)
             )
+            # a Redis that restarted meanwhile fails the first command on each pooled
+            # connection: one more try at once; never a release instead (the key would run
+            # again). Still failing: kept here, written again every second and before a
+            # retry of the key runs on this replica (it then replays it from here)
             saved = await self._settle("put", self.store.put(key, stored, ttl_s=self.ttl_s), key)
-            # not kept: a retry must not wait on a pending key that nobody settles
             if not saved and not await self._settle(
-                "release", self.store.release(key, marker), key
+                "put", self.store.put(key, stored, ttl_s=self.ttl_s), key
             ):
                 self._later(key, marker, stored)
         elif not await self._settle("release", self.store.release(key, marker), key):
