@@ -247,3 +247,63 @@ async def test_verl_stage_credit_shim_refuses_a_changed_verl(tmp_path: Path) -> 
         assert out[f"{change}_wrapped"] is False
     assert out["import"] is not None and out["import"]["type"] == "VerlInternalsChanged"
     assert out["installed_after"] is True and out["wrapped_after"] is True
+
+
+# ------------------------------------------------------------------ GDPO (veRL's gdpo estimator)
+
+
+def verl_gdpo(
+    components: list[list[float]], uid: list[str], lengths: list[int], weights: list[float]
+) -> list[float]:
+    """veRL 0.9.1's `gdpo` estimator written out for outcome rewards: each component
+    normalized per group ((x − mean) / (Bessel std + 1e-6)), weighted and summed per sample,
+    then whitened over every response token (token-weighted mean, Bessel variance over the
+    tokens, rsqrt(var + 1e-8)). One value per sample (its tokens all get it)."""
+    n = len(components)
+    summed = [0.0] * n
+    for k, w in enumerate(weights):
+        for group in set(uid):
+            members = [i for i in range(n) if uid[i] == group]
+            values = [components[i][k] for i in members]
+            mean = sum(values) / len(values)
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+            for i in members:
+                summed[i] += w * (components[i][k] - mean) / (std + 1e-6)
+    total = sum(lengths)
+    mean = sum(s * n_tok for s, n_tok in zip(summed, lengths, strict=True)) / (total + 1e-8)
+    var = sum(n_tok * (s - mean) ** 2 for s, n_tok in zip(summed, lengths, strict=True))
+    var = var / (total + 1e-8) * total / (total - 1)
+    return [(s - mean) / math.sqrt(var + 1e-8) for s in summed]
+
+
+async def test_verl_gdpo_estimator_over_stage_components(running: Running, tmp_path: Path) -> None:
+    """veRL's own `gdpo` reward manager and estimator over the stage components that
+    `compute_score` returns: every token's advantage is the one computed here from the
+    gateway's stage scores and Λ's weights, and it is not GRPO on R_answer."""
+    out = await driver(
+        "verl", "verl_gdpo_driver.py", running.platform.urls["gateway"], str(tmp_path)
+    )
+    assert out["manager"] == "GDPORewardManager"
+    assert out["weights"] == [1.0, 1.4, 2.0, 3.4]
+    extra = out["extra"]
+    assert extra["scored"] == [1.0] * 2 * N
+    assert sorted(map(sorted, generation_groups(running))) == [list("abcd"), list("efgh")]
+    keys = [f"R_{s}" for s in STAGE_NAMES]
+    rows = [[extra[k][i] for k in keys] for i in range(2 * N)]
+    # the components: the stage scores; `d`, scored on its answer only, has R_answer on every
+    # stage (the platform's broadcast), flagged by `fallback`
+    assert rows[0] == [1.0, 1.0, 1.0, 1.0] and rows[1] == [0.0, 0.0, 0.0, 0.0]
+    assert extra["fallback"][3] == 1.0 and rows[3] == [rows[3][3]] * 4
+    assert rows[6][2] == 0.0 and rows[6][3] == 0.5  # g: no review stage
+    assert [r[3] for r in rows] == out["scores"]  # the scalar stays R_answer
+    mask = out["response_mask"]
+    lengths = [sum(m) for m in mask]
+    expected = verl_gdpo(rows, out["uid"], lengths, out["weights"])
+    for i, (adv, m) in enumerate(zip(out["advantages"], mask, strict=True)):
+        got = [a for a, keep in zip(adv, m, strict=True) if keep]
+        assert got == pytest.approx([expected[i]] * lengths[i], abs=1e-4), i
+        assert all(a == 0.0 for a, keep in zip(adv, m, strict=True) if not keep)
+    # GRPO on R_answer alone (per group, then whitened the same way) differs: `g`'s missing
+    # review counts with the decoupled normalization and Λ's weights
+    answer_only = verl_gdpo([[r[3]] for r in rows], out["uid"], lengths, [1.0])
+    assert expected != pytest.approx(answer_only, abs=1e-3)

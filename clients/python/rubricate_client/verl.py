@@ -39,6 +39,18 @@ from rubricate_client.trainers import (
 )
 
 TRAINER = "veRL"
+GDPO_REWARD_KEYS = ("R_plan", "R_research", "R_review", "R_answer")
+"""The stage components in each sample's dict, for veRL's decoupled normalization:
+`reward.reward_manager.name: gdpo`, `algorithm.adv_estimator: gdpo`,
+`algorithm.gdpo_reward_keys: [R_plan, R_research, R_review, R_answer]` and
+`algorithm.gdpo_reward_weights` = `rubricate_client.stagecredit.component_weights()` (Λ's
+column sums: 1.0, 1.4, 2.0, 3.4). veRL reads them as float32 arrays and normalizes each within
+its group with plain (not NaN-aware) statistics, so each is a number: the stage's score where
+the stage was judged; for a sample scored on its answer only (`fallback` 1.0), R_answer on
+every stage (the platform's own broadcast for that sample); for a stage with no rubric in the
+group, 0.0 for every sample of the group, which the group normalization turns into 0 (the
+stage drops out, it is not a reward). An unscored sample raises `UnscoredSampleError` as for
+the scalar. The null-preserving components are on `/get_reward` (`components`)."""
 GROUP_ID_KEYS = ("group_key", "uid", "index")
 """Where `extra_info` may carry the group's id (veRL's `uid`, the dataset's `index`)."""
 
