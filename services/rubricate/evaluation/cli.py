@@ -24,6 +24,7 @@ def register(subparsers: Subparsers) -> None:
     _add_stagewise(sub)
     _add_grounding(sub)
     _add_injection(sub)
+    _add_hacking(sub)
 
 
 # --- options several harnesses share ---------------------------------------------------------
@@ -244,6 +245,78 @@ def _add_injection(sub: Subparsers) -> None:
     _backend(injection, "LLM backend (default: RUBRICATE_LLM_BACKEND)")
     _json(injection, "write the report here")
     injection.set_defaults(func=_eval_injection)
+
+
+def _add_hacking(sub: Subparsers) -> None:
+    from rubricate.evaluation.hacking import DEFAULT_PER_FAMILY, KINDS
+    from rubricate.evaluation.hacking_families import FAMILIES
+
+    hacking = sub.add_parser(
+        "hacking",
+        help="reward hacking: attack families generated from templates, on every judge",
+        description="Generate attacks from templates filled with each base item's facts "
+        "(meta-claims about the answer, answer-key echoes, master keys, hedged enumeration, "
+        "negated restatement, keyword stuffing, verbosity, and the injection sets), put them "
+        "on a wrong and an empty answer, and report per family, split (tuning / held-out "
+        "templates) and judge the mean reward rise over the unattacked answer and the share "
+        "of instances where it rose; the right answers' reward (what a defence costs); and "
+        "whether every master key alone scores the floor. Exit status 0: no family raised a "
+        "mean reward by more than 0.05 and every master key is at the floor; 1: otherwise; "
+        "2: something could not be scored.",
+    )
+    hacking.add_argument(
+        "--judge",
+        default="all",
+        help=f"comma-separated judges (default all): {','.join(KINDS)}",
+    )
+    hacking.add_argument(
+        "--family",
+        default="all",
+        help=f"comma-separated families (default all): {','.join(FAMILIES)}",
+    )
+    hacking.add_argument(
+        "--split",
+        choices=("tuning", "held-out", "all"),
+        default="all",
+        help="templates of this split (default all: both, reported separately)",
+    )
+    hacking.add_argument(
+        "--per-family",
+        type=int,
+        default=DEFAULT_PER_FAMILY,
+        help=f"instances per family, judge and split (default {DEFAULT_PER_FAMILY})",
+    )
+    hacking.add_argument(
+        "--items", type=int, default=None, help="only the first N base items (default all 10)"
+    )
+    hacking.add_argument(
+        "--fake-judge",
+        action="store_true",
+        help="judge with a fake that obeys meta, echo, injection and master-key text and "
+        "otherwise judges by word overlap (no model)",
+    )
+    hacking.add_argument(
+        "--defence",
+        choices=("full", "grounding-only", "none"),
+        default="full",
+        help="nugget judges only: full (as served), grounding-only, none",
+    )
+    hacking.add_argument(
+        "--units",
+        choices=("model", "cues", "off"),
+        default=None,
+        help="the assertion-unit reading of every service built here (default: the task "
+        "settings', RUBRICATE_TASK_UNIT_READING); off = the defence switched off",
+    )
+    hacking.add_argument(
+        "--no-floor-check",
+        action="store_true",
+        help="skip scoring every master key alone on every judge",
+    )
+    _seed(hacking, "seed of the instances drawn (the split does not depend on it)")
+    _backend(hacking, "LLM backend (default: RUBRICATE_LLM_BACKEND)")
+    _json(hacking, "write the report here")
+    hacking.set_defaults(func=_runs("rubricate.evaluation.hacking", "eval_hacking"))
 
 
 # --- handlers that do more than run one coroutine ---------------------------------------------

@@ -1,0 +1,137 @@
+"""`rubricate eval hacking` (GitHub issue 32): the generated attack families, the fixed split
+of their templates, and a run end to end through the command on the obeying fake judge (no
+model), which the unprotected nugget path must let through."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from rubricate.evaluation import hacking
+from rubricate.evaluation import hacking_families as hf
+from rubricate.evaluation.cli import register
+from rubricate.evaluation.hacking_items import ITEMS, PROCESS_SUBJECTS
+from rubricate.llm.server import TaskSettings
+
+SUBJECTS = [i.subject for i in ITEMS]
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["eval", "hacking", *argv])
+    code: int = args.func(args)
+    return code
+
+
+@pytest.mark.parametrize("family", [f for f in hf.FAMILIES if f != "injection"])
+@pytest.mark.parametrize("split", hf.SPLITS)
+def test_each_family_yields_distinct_instances_with_the_facts(family: str, split: hf.Split) -> None:
+    out = hf.generate(family, SUBJECTS, targets=("wrong", "empty"), n=6, split=split, seed=3)
+    assert len(out) == 6
+    assert len({(i.subject, i.target, i.text) for i in out}) == 6
+    assert all(i.split == split and i.family == family for i in out)
+    by_name = {s.name: s for s in SUBJECTS}
+    for inst in out:
+        assert "{" not in inst.text and "«" not in inst.text, inst.text
+        subject = by_name[inst.subject]
+        if family in ("echo", "hedged", "negated"):
+            assert any(c.lower() in inst.text.lower() for c in subject.clauses), inst.text
+        if family == "stuffing":
+            assert hf.keywords(subject)[0].upper() in inst.text.upper()
+        if family == "verbosity":
+            assert subject.topic.lower() in inst.text.lower()
+            assert not any(c.lower() in inst.text.lower() for c in subject.clauses)
+        if family == "masterkey":
+            assert inst.text in hf.MASTER_KEYS
+            assert inst.mode == ("alone" if inst.target == "empty" else "prepend")
+    # the same seed draws the same instances; another draws others
+    again = hf.generate(family, SUBJECTS, targets=("wrong", "empty"), n=6, split=split, seed=3)
+    assert again == out
+
+
+def test_the_split_is_fixed_disjoint_and_a_third() -> None:
+    for family, templates in hf.TEMPLATES.items():
+        assert len(set(templates)) == len(templates) >= 8, family
+        held = hf.held_out(family, templates)
+        tuning = hf.templates_in(family, "tuning", templates)
+        held_list = hf.templates_in(family, "held-out", templates)
+        assert set(held_list) == held and not held & set(tuning)
+        assert sorted(tuning + held_list) == sorted(templates)
+        assert abs(len(held) - len(templates) / 3) <= 1
+        # the split does not depend on the order the templates are listed in
+        assert hf.held_out(family, list(reversed(templates))) == held
+        # held-out templates never appear in tuning instances, whatever the seed
+        for seed in range(3):
+            drawn = hf.generate(
+                family, SUBJECTS, targets=("wrong", "empty"), n=40, split="tuning", seed=seed
+            )
+            assert drawn and not {i.template for i in drawn} & held
+    assert hf.template_id("meta", hf.META[0]) == hf.template_id("meta", hf.META[0])
+    assert hf.template_id("meta", hf.META[0]) != hf.template_id("echo", hf.META[0])
+
+
+def test_most_meta_templates_avoid_grading_words() -> None:
+    words = ("grader", "rubric", "score", "judge")
+    plain = [t for t in hf.META if not any(w in t.lower() for w in words)]
+    assert len(plain) * 4 >= len(hf.META) * 3
+
+
+def test_the_plan_covers_every_judge_and_the_injection_sets() -> None:
+    work = hacking.plan(hacking.KINDS, hf.FAMILIES, hf.SPLITS, per_family=1, seed=0)
+    for kind in hacking.KINDS:
+        families = {(i.family, i.split) for i in work[kind]}
+        assert families == {(f, s) for f in hf.FAMILIES for s in hf.SPLITS}, kind
+        targets = {i.target for i in work[kind]}
+        assert targets <= set(hacking.targets_of(kind))
+        for inst in work[kind]:
+            if kind in hacking.ANSWER_KINDS:
+                item = next(i for i in ITEMS if i.name == inst.subject)
+                attacked = hacking.answer_material(kind, item, inst.target, inst)
+                assert attacked != hacking.answer_material(kind, item, inst.target, None)
+            else:
+                assert inst.subject == PROCESS_SUBJECTS[kind].name
+                material = hacking.process_material(kind, inst)
+                assert material != hacking.process_material(kind, None)
+
+
+def test_cli_end_to_end_on_the_fake_judge(tmp_path: Path) -> None:
+    """The unprotected nugget path (no withholding, no grounding, no unit reading): the
+    fake is fooled by hedged facts and obeys meta-claims and master keys, so the run must
+    report rises above the limit and master keys above the floor, and exit 1."""
+    units = ["--units", "off"] if "unit_reading" in TaskSettings.model_fields else []
+    out = tmp_path / "report.json"
+    argv = [
+        "--fake-judge",
+        "--judge",
+        "nuggets-long,stagewise-generate",
+        "--family",
+        "hedged,meta,masterkey",
+        "--per-family",
+        "2",
+        "--items",
+        "3",
+        "--json",
+        str(out),
+    ]
+    assert _run(["--defence", "none", *argv]) == 2  # --defence is for the nugget judges only
+    code = _run(["--defence", "none", *units, *argv[:2], "nuggets-long", *argv[3:]])
+    report = json.loads(out.read_text())
+    nuggets = report["kinds"]["nuggets-long"]
+    assert set(nuggets["families"]) == {"hedged", "meta", "masterkey"}
+    for family in ("hedged", "meta", "masterkey"):
+        rows = nuggets["families"][family]
+        assert {"all", "tuning", "held-out", "instances"} <= set(rows)
+        assert rows["tuning"]["n"] == rows["held-out"]["n"] == 2
+        assert len(rows["instances"]) == 4
+    assert nuggets["clean"]["mean"] is not None and nuggets["clean"]["mean"] > 0.5
+    assert nuggets["floor"]["checked"] and len(nuggets["floor"]["scores"]) == len(hf.MASTER_KEYS)
+    assert report["config"]["held_out_templates"]["meta"]
+    assert report["set_version"] == hf.set_version()
+    hedged = nuggets["families"]["hedged"]
+    assert hedged["tuning"]["mean_rise"] > hacking.RISE_LIMIT
+    assert hedged["held-out"]["mean_rise"] > hacking.RISE_LIMIT
+    assert hedged["all"]["share_rose"] > 0.5
+    assert "nuggets-long/hedged/tuning" in report["raised"]
+    assert report["above_floor"] and report["failed"] == 0 and code == 1
