@@ -16,7 +16,7 @@ from rubricate.stagewise.domain.scoring import stage_score
 from rubricate.stagewise.domain.stages import parse_stages
 from rubricate.stagewise.verifier.schemas import StageScoresRequest
 from rubricate.stagewise.verifier.service import StageScoringService
-from rubricate.testing.fake_judge import FakeJudgeBackend
+from rubricate.testing.fake_judge import FakeJudgeBackend, shown_units
 from rubricate_client.constants import STAGES
 from rubricate_client.schemas.rubrics import Rubric
 from tests.support.gateway import trajectory
@@ -56,7 +56,15 @@ def sheet_handler(*, gamed: bool, fail: bool = False):  # type: ignore[no-untype
             score = 1
             if QUALITY in material or (gamed and stage == "answer" and PHRASE in material):
                 score = 2
-            items.append({"index": int(index), "justification": "planted", "score": score})
+            evidence = shown_units(material) if stage == "answer" else []
+            items.append(
+                {
+                    "index": int(index),
+                    "justification": "planted",
+                    "evidence": evidence,
+                    "score": score,
+                }
+            )
         return json.dumps({"scores": items})
 
     return handle

@@ -31,6 +31,7 @@ JUDGE_TASKS = (
     "nugget_extraction",
     "nugget_merge",
     "nugget_importance",
+    "unit_reading",
 )
 """The `task` label values of the judge metrics, one per judge task family."""
 

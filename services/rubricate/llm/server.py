@@ -59,6 +59,14 @@ class TaskSettings(BaseSettings):
     one forward pass, scored as the expected score 2·p(yes). `auto`: `choices` on the
     embedded backend, `generate` on served ones, by measurement (docs/llm.md, "Choosing the
     scoring design"); `choices` on a served backend needs one returning log-probabilities."""
+    unit_reading: Literal["model", "cues", "off"] = "model"
+    """How answers are read before any judge sees them (`llm.assertions`, docs/verifier.md,
+    "Assertion units"). `model`: closed-class cues decide what they can, the judge model
+    says whether each other unit is content or talk about the text (one choices pass per
+    unit where the backend scores choices, else one structured call per text). `cues`: the
+    cues alone, an undecided unit counts as an assertion (no model call; weaker against
+    meta-claims written without a cue). `off`: no units, the text as written (the defence
+    switched off, for comparison: `rubricate eval hacking`)."""
 
 
 def backend_lifespan(

@@ -4,7 +4,8 @@ the others (`llm.server.create_model_server_app(services={name: Service.factory}
 
 A service holds the backend, the task and LLM settings and the retry policy its judge calls
 take (`llm.calls`, `**self.retry`), makes its structured judge calls on that backend with
-that policy (`structured`, decoded as its kind of task is: `decoding`), and answers with
+that policy (`structured`, decoded as its kind of task is: `decoding`), reads the material
+it judges as assertion units (`units`, the one pass every judge goes through), and answers with
 what every task response carries besides its result (`served`: usage, model, backend).
 """
 
@@ -14,6 +15,7 @@ from typing import Any, Literal, NotRequired, Self, TypedDict, TypeVar
 from pydantic import BaseModel
 
 from rubricate.common.usage import Usage, usage_out
+from rubricate.llm.assertions import UnitReader
 from rubricate.llm.base import GenerationParams, LLMBackend, Message
 from rubricate.llm.calls import complete_structured
 from rubricate.llm.retry import RetryArgs, retry_args
@@ -49,6 +51,14 @@ class TaskService:
         self.llm = llm
         self.tasks = tasks or TaskSettings()
         self.retry: RetryArgs = retry_args(llm)
+        self.units = UnitReader(
+            backend,
+            mode=self.tasks.unit_reading,
+            retry=self.retry,
+            params=lambda name, schema: self.decoding("scoring", name, json_schema=schema),
+            prefix_cache=llm.prefix_cache,
+        )
+        """Reads answers as assertion units before any judge sees them (`llm.assertions`)."""
 
     @classmethod
     def factory(cls, backend: LLMBackend, tasks: TaskSettings, llm: LLMSettings) -> Self:

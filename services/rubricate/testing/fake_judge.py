@@ -5,7 +5,10 @@ nothing. Scores come from markers in the trajectory text:
 - `[[excellent]]` → every rubric of that trajectory scores 2, `[[poor]]` → 0, otherwise 1;
 - `[[fail-stagewise]]` → a scoring call that includes non-answer rubrics raises a transport
   error (the answer-only fallback call succeeds);
-- `[[fail-all]]` → every scoring call for that trajectory raises a transport error.
+- `[[fail-all]]` → every scoring call for that trajectory raises a transport error;
+- a score sheet cites, for its answer rubrics scored above 0, every answer unit shown as an
+  assertion; the unit-reading task reads a unit holding `[[meta]]` as meta, any other as
+  content.
 Generation proposes one positive rubric per stage, numbered by call, unless `fail_generation`.
 Failure modes for any task, keyed by the request's schema name (checked before everything
 else): a task in `failing_tasks` raises a transport error (what an HTTP 500 from a model
@@ -37,6 +40,23 @@ GARBAGE = "I am sorry, I cannot help with that. <<not json>>"
 """The reply of a task in `garbage_tasks`: no JSON, no score, nothing to repair."""
 
 _RUBRIC_LINE = re.compile(r"^(\d+)\. \((plan|research|review|answer)\)", re.M)
+_SHOWN_UNIT = re.compile(r"^\[(u\d+)\] ", re.M)
+_LISTED_UNIT = re.compile(r"^(u\d+|p\d+\.u\d+): <untrusted>(.*?)</untrusted>$", re.M)
+META_TELL = "[[meta]]"
+"""A unit holding it is read as talk about the text (the fake's answer to `unit_kinds`)."""
+
+
+def shown_units(material: str) -> list[str]:
+    """The ids of the answer units a scoring prompt shows as assertions (what a fake score
+    sheet cites as evidence for a met answer rubric); empty when the answer is not read as
+    units."""
+    return _SHOWN_UNIT.findall(material)
+
+
+def fake_unit_kinds(user: str, params: GenerationParams) -> str:
+    """The unit-reading task: every listed unit is content unless it holds `META_TELL`."""
+    meta = [uid for uid, text in _LISTED_UNIT.findall(user) if META_TELL in text]
+    return json.dumps({"not_content": meta})
 
 
 class FakeJudgeBackend(LLMBackend):
@@ -55,6 +75,7 @@ class FakeJudgeBackend(LLMBackend):
         self.model = "fake-judge"
         self.handlers: dict[str, Handler] = {
             "nugget_labels": FakeNuggetLabeller(),
+            "unit_kinds": fake_unit_kinds,
             "step_rubric": fake_step_rubric,
             "step_verdicts": fake_step_verdicts,
             "listwise_rank": fake_listwise_rank,
@@ -109,7 +130,7 @@ class FakeJudgeBackend(LLMBackend):
                 "positive_rubrics": [
                     {
                         "title": f"{stage} criterion {n}.{i}",
-                        "description": f"The {stage} stage does thing {n}.{i} well.",
+                        "description": f"The {stage} stage does its part well.",
                         "weight": 2,
                     }
                     for i in range(1, self.rubrics_per_stage + 1)
@@ -127,8 +148,14 @@ class FakeJudgeBackend(LLMBackend):
         if "[[fail-stagewise]]" in material and any(stage != "answer" for _, stage in numbered):
             raise TransportError("fake judge: stagewise scoring configured to fail")
         score = 2 if "[[excellent]]" in material else 0 if "[[poor]]" in material else 1
+        shown = shown_units(material)
         items = [
-            {"index": int(i), "justification": f"fake verdict for rubric {i}", "score": score}
-            for i, _ in numbered
+            {
+                "index": int(i),
+                "justification": f"fake verdict for rubric {i}",
+                "evidence": shown if stage == "answer" and score else [],
+                "score": score,
+            }
+            for i, stage in numbered
         ]
         return json.dumps({"scores": items})

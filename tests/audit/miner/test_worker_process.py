@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.llm.base import GenerationParams
+from rubricate.testing.fake_judge import fake_unit_kinds
 from rubricate.miner import celery_app
 from rubricate.miner.app import create_app as create_miner
 from rubricate.mining.miner.settings import MinerSettings
@@ -48,7 +49,11 @@ def fake_openai_server() -> FastAPI:
         user = body["messages"][-1]["content"]
         if FAIL in user:
             return JSONResponse({"error": {"message": "planted failure"}}, status_code=500)
-        text = handle(user, GenerationParams(schema_name="score_sheet"))
+        schema = (body.get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == "unit_kinds":  # the answer's units: all content
+            text = fake_unit_kinds(user, GenerationParams(schema_name="unit_kinds"))
+        else:
+            text = handle(user, GenerationParams(schema_name="score_sheet"))
         return JSONResponse(
             {
                 "id": "x",
@@ -178,7 +183,7 @@ async def test_a_worker_audits_queued_groups_with_the_configured_reference(stack
     with worker(stack):
         done = await finished(stack, gamed.scoring_id)
         failed = await finished(stack, failing.scoring_id)
-    assert done["status"] == "done", done
+    assert done["status"] == "done", done.get("error")
     result = done["result"]
     assert result["reference_model"] == "planted-reference"
     assert result["reference_design"] == "generate"

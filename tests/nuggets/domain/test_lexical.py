@@ -1,8 +1,8 @@
 import pytest
 
+from rubricate.core.words import content_words
 from rubricate.nuggets.domain.lexical import (
     OverlapThresholds,
-    content_words,
     overlap,
     overlap_label,
     with_prior,

@@ -15,7 +15,7 @@ import pytest
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.llm.base import GenerationParams
-from rubricate.testing.fake_judge import FakeJudgeBackend
+from rubricate.testing.fake_judge import FakeJudgeBackend, shown_units
 from rubricate_client import AsyncClient, AsyncGrpcClient, RetryPolicy
 from rubricate_client.schemas.rewards import STAGE_COMPONENTS, GetRewardResponse
 from tests.support.gateway import Running, fast_llm
@@ -40,7 +40,12 @@ def staged_score_sheet(user: str, params: GenerationParams) -> str:
         raise TransportError("fake judge: stagewise scoring configured to fail")
     marks = dict(_STAGE_MARK.findall(material))
     items = [
-        {"index": int(i), "justification": "fake", "score": int(marks.get(stage, "1"))}
+        {
+            "index": int(i),
+            "justification": "fake",
+            "evidence": shown_units(material) if stage == "answer" else [],
+            "score": int(marks.get(stage, "1")),
+        }
         for i, stage in numbered
     ]
     return json.dumps({"scores": items})

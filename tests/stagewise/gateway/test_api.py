@@ -60,7 +60,9 @@ async def test_scores_a_group_end_to_end(running: Running) -> None:
     # one generation call per group and one scoring call per rollout
     kinds = [k for k, _ in running.backend.calls]
     assert kinds.count("stage_rubrics") == 1 and kinds.count("score_sheet") == 3
-    assert out["usage"]["calls"] == 4 and out["usage"]["prompt_tokens"] > 0
+    # and one reading of each rollout's answer as assertion units (llm.assertions)
+    assert kinds.count("unit_kinds") == 3
+    assert out["usage"]["calls"] == 7 and out["usage"]["prompt_tokens"] > 0
     assert out["timing"]["overhead_s"] <= out["timing"]["total_s"]
     # the buffer is readable through the gateway
     buf = await running.client.get(f"/v1/buffers/{out['question_id']}")

@@ -1,6 +1,8 @@
 """The choices design of stagewise scoring (StageScoringService) against a fake choice-scoring
 backend (named as a fake): design selection, expected scores, the shared prompt prefix,
-retries, failures, and the core's use of expected scores."""
+retries, failures, and the core's use of expected scores.
+The answer's assertion-unit reading is off here: its model calls would mix into the calls
+these tests count (it has its own tests: tests/stagewise/verifier/test_units.py)."""
 
 import asyncio
 import math
@@ -82,7 +84,7 @@ REQUEST = StageScoresRequest(
 def service(backend: LLMBackend, design: str = "auto") -> StageScoringService:
     return StageScoringService(
         backend=backend,
-        tasks=TaskSettings(scoring_design=design),  # type: ignore[arg-type]
+        tasks=TaskSettings(scoring_design=design, unit_reading="off"),  # type: ignore[arg-type]
         llm=FAST,
     )
 

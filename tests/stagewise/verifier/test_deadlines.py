@@ -2,7 +2,9 @@
 judge call gets the time left, and work for a request whose deadline has passed is dropped
 and answered 504 `deadline_exceeded` in the one error shape, never scored. The verifier app
 runs in process with a FAKE choice-scoring backend that counts its calls; the caller is the
-platform's `ServiceClient`, as on the gateway."""
+platform's `ServiceClient`, as on the gateway.
+The answer's assertion-unit reading is off here: its model calls would mix into the calls
+these tests count (it has its own tests: tests/stagewise/verifier/test_units.py)."""
 
 import asyncio
 import math
@@ -86,7 +88,11 @@ def verifier(backend: LLMBackend, **llm: object) -> FastAPI:
     settings = LLMSettings.model_validate(
         {"max_retries": 3, "backoff_base_s": 5.0, "backoff_max_s": 5.0} | llm
     )
-    return create_app(backend=backend, llm=settings, tasks=TaskSettings(scoring_design="choices"))
+    return create_app(
+        backend=backend,
+        llm=settings,
+        tasks=TaskSettings(scoring_design="choices", unit_reading="off"),
+    )
 
 
 async def test_a_request_past_its_deadline_is_dropped_with_504() -> None:

@@ -1,7 +1,9 @@
 """`GROUP_STAGE_SCORES`: a group's trajectories scored in one call, each as `STAGE_SCORES`
 scores it alone; a trajectory whose judge call fails gets the error its own call would have
 answered, the others their judgments. The verifier app runs in process on the FAKE judge
-(`testing.fake_judge`, named as a fake); the caller is the platform's `ServiceClient`."""
+(`testing.fake_judge`, named as a fake); the caller is the platform's `ServiceClient`.
+The answer's assertion-unit reading is off here: its model calls would mix into the calls
+these tests count (it has its own tests: tests/stagewise/verifier/test_units.py)."""
 
 from collections.abc import AsyncIterator
 
@@ -44,7 +46,9 @@ def stages(marker: str) -> dict[str, str | None]:
 async def verifier() -> AsyncIterator[tuple[ServiceClient, FakeJudgeBackend]]:
     backend = FakeJudgeBackend()
     llm = LLMSettings(max_retries=1, backoff_base_s=0.001, backoff_max_s=0.002)
-    app = create_app(backend=backend, llm=llm, tasks=TaskSettings(scoring_design="generate"))
+    app = create_app(
+        backend=backend, llm=llm, tasks=TaskSettings(scoring_design="generate", unit_reading="off")
+    )
     async with app.router.lifespan_context(app):
         client = ServiceClient(
             service="verifier",
@@ -121,7 +125,10 @@ async def test_a_failed_trajectory_carries_its_error_and_the_others_their_judgme
 
 
 async def test_a_rubric_index_out_of_range_is_a_422_that_says_where() -> None:
-    app = create_app(backend=FakeJudgeBackend(), tasks=TaskSettings(scoring_design="generate"))
+    app = create_app(
+        backend=FakeJudgeBackend(),
+        tasks=TaskSettings(scoring_design="generate", unit_reading="off"),
+    )
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://verifier") as c:

@@ -2,7 +2,9 @@
 same bytes (instructions, question, the group's rubrics), and every rubric pass of a rollout
 with that rollout's prompt. Checked on the requests the served backend sends (to a FAKE
 OpenAI-compatible server, tests/llm/fake_openai.py), with the choices design's expected
-scores and the order of a rollout's passes."""
+scores and the order of a rollout's passes.
+The answer's assertion-unit reading is off here: its model calls would mix into the calls
+these tests count (it has its own tests: tests/stagewise/verifier/test_units.py)."""
 
 import asyncio
 import json
@@ -85,7 +87,7 @@ async def test_a_groups_requests_share_one_prefix_and_a_rollouts_passes_another(
         transport=httpx.ASGITransport(app=fake.app),
     )
     service = StageScoringService(
-        backend=backend, tasks=TaskSettings(scoring_design="choices"), llm=llm
+        backend=backend, tasks=TaskSettings(scoring_design="choices", unit_reading="off"), llm=llm
     )
     assert service.design == "choices"
     requests = [rollout(n) for n in range(3)]

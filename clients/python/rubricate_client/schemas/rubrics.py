@@ -61,6 +61,15 @@ class Judgment(BaseModel):
     """The expected score over 0..2 when the judge gives probabilities instead of a
     written verdict (the `choices` scoring design): smoother than `score`, which is then
     the more probable end of the scale. Stage scores use it when present."""
+    evidence: list[str] = Field(default_factory=list)
+    """The answer's unit ids the judge cited for this verdict (`generate` design, answer
+    rubrics; the answer is read as assertion units, docs/verifier.md "Assertion units")."""
+    refused: str | None = None
+    """Why the platform refused the judge's verdict (its evidence is not an assertion that
+    carries the rubric's content, or the answer asserts nothing): the rubric then counts as
+    not met. None when the verdict stands."""
+    claimed_score: int | None = Field(default=None, ge=SCORE_MIN, le=SCORE_MAX)
+    """The judge's own score when `refused`: what the text would have been paid."""
 
     @property
     def value(self) -> float:

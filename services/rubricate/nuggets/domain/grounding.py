@@ -7,7 +7,7 @@ confirmed", a JSON object of labels), which shares nothing with the nugget. The 
 check runs after the model's label, on the block that label relies on:
 
 - `support` stands only where the block holds at least `support_min` of the nugget's
-  content words (`lexical.content_words`, month names folded to three letters) and, with
+  content words (`core.words.content_words`, month names folded to three letters) and, with
   `numbers`, every number of the nugget (years, dates, amounts; `1,000` = `1000`);
 - otherwise, or for `partial_support`, the block must hold at least `partial_min` of them
   to keep `partial_support` (long mode; short mode is binary, so it falls to `not_support`);
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from rubricate.nuggets.domain.lexical import content_words
+from rubricate.core.words import content_words
 from rubricate.nuggets.domain.rewards import LABEL_VALUES, normalize_answer
 from rubricate_client.errors import DomainError
 from rubricate_client.schemas.nuggets import Label, NuggetMode

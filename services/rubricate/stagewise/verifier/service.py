@@ -20,9 +20,11 @@ from functools import cache
 from typing import Any, Literal
 
 from rubricate.common.usage import Usage
+from rubricate.core.assertions import UnitReading
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.calls import gather_or_cancel, judge_metrics, scored_choices
 from rubricate.llm.errors import LLMError
+from rubricate.llm.prompt_text import manipulation_markers
 from rubricate.llm.request_gate import RequestGate
 from rubricate.llm.server import TaskSettings, as_service_error
 from rubricate.llm.settings import LLMSettings
@@ -49,9 +51,10 @@ _SHEET = json_schema_for(stage_scoring.ScoreSheet)
 
 
 @cache
-def _sheet_schema(n_rubrics: int) -> dict[str, Any]:
-    """The score sheet's schema for exactly `n_rubrics` items (built once per count)."""
-    return stage_scoring.sheet_schema(_SHEET, n_rubrics=n_rubrics)
+def _sheet_schema(n_rubrics: int, n_units: int) -> dict[str, Any]:
+    """The score sheet's schema for exactly `n_rubrics` items citing the answer's `n_units`
+    units (built once per pair)."""
+    return stage_scoring.sheet_schema(_SHEET, n_rubrics=n_rubrics, n_units=n_units)
 
 
 class StageScoringService(TaskService):
@@ -64,18 +67,65 @@ class StageScoringService(TaskService):
         self.gate = RequestGate(llm, backend.name)
 
     async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
-        if self.design == "choices":
-            async with self.gate.request():
-                return await self._choose(request)
+        """The request's rubrics judged on its trajectory. The answer stage is read as
+        assertion units first (`llm.assertions`): the judge sees it as units, a met answer
+        rubric needs evidence (`generate`), and an answer that asserts nothing gets the floor
+        on its answer rubrics with no judge call."""
+        usage = Usage()
+        answer_units = await self._answer_units(request, usage)
+        floored: dict[str, Judgment] = {}
         rubrics = request.rubrics
+        if answer_units is not None and not answer_units.has_assertion:
+            floored = {
+                r.id: stage_scoring.floor_judgment(r, stage_scoring.NO_ASSERTION)
+                for r in rubrics
+                if r.stage == "answer"
+            }
+            rubrics = [r for r in rubrics if r.id not in floored]
+        judged: list[Judgment] = []
+        if rubrics:
+            if self.design == "choices":
+                async with self.gate.request():
+                    judged = await self._choose(request, rubrics, answer_units, usage)
+            else:
+                judged = await self._sheet(request, rubrics, answer_units, usage)
+        by_id = {j.rubric_id: j for j in judged} | floored
+        return StageScoresResponse(
+            judgments=[by_id[r.id] for r in request.rubrics], **self.served(usage)
+        )
+
+    async def _answer_units(self, request: StageScoresRequest, usage: Usage) -> UnitReading | None:
+        """The answer stage as units, when an answer rubric judges it, the reading is on and
+        the stage is not withheld whole by the judge-addressing markers (the second line)."""
+        answer = request.stages.get("answer")
+        if (
+            not self.units.on
+            or answer is None
+            or not any(r.stage == "answer" for r in request.rubrics)
+            or manipulation_markers(answer)
+        ):
+            return None
+        return await self.units.read(answer, question=request.question, usage=usage)
+
+    async def _sheet(
+        self,
+        request: StageScoresRequest,
+        rubrics: list[Rubric],
+        answer_units: UnitReading | None,
+        usage: Usage,
+    ) -> list[Judgment]:
+        """One JSON score sheet for `rubrics` (the `generate` design)."""
         messages = stage_scoring.build_messages(
             question=request.question,
             stages=request.stages,
             rubrics=rubrics,
             max_chars_per_stage=self.tasks.max_chars_per_stage,
+            answer_units=answer_units,
         )
-        params = self.decoding("scoring", "score_sheet", json_schema=_sheet_schema(len(rubrics)))
-        usage = Usage()
+        n_units = 0 if answer_units is None else len(answer_units.units)
+        params = self.decoding(
+            "scoring", "score_sheet", json_schema=_sheet_schema(len(rubrics), n_units)
+        )
         started = time.perf_counter()
         sheet = await self.structured(
             TASK,
@@ -88,9 +138,7 @@ class StageScoringService(TaskService):
         )
         elapsed = time.perf_counter() - started
         log.info("stages.scored rubrics=%d seconds=%.1f", len(rubrics), elapsed)
-        return StageScoresResponse(
-            judgments=stage_scoring.to_judgments(sheet, rubrics), **self.served(usage)
-        )
+        return stage_scoring.to_judgments(sheet, rubrics, answer_units=answer_units)
 
     async def group_stage_scores(
         self, request: GroupStageScoresRequest
@@ -124,14 +172,18 @@ class StageScoringService(TaskService):
         outcomes = await gather_or_cancel(one(t) for t in request.trajectories)
         return GroupStageScoresResponse(trajectories=outcomes, **self.served(usage))
 
-    async def _choose(self, request: StageScoresRequest) -> StageScoresResponse:
+    async def _choose(
+        self,
+        request: StageScoresRequest,
+        rubrics: list[Rubric],
+        answer_units: UnitReading | None,
+        usage: Usage,
+    ) -> list[Judgment]:
         """One `score_choices` pass per rubric. The first runs alone and puts the trajectory
         in the backend's prefix cache; the others follow (back to back where the gate says
         so, else at once). Transport failures are retried like any judge
         call; a failure after the retries, or the request's deadline, fails the whole
         request (no rubric is silently scored)."""
-        rubrics = request.rubrics
-        usage = Usage()
         started = time.perf_counter()
 
         async def judge(index: int) -> Judgment:
@@ -141,6 +193,7 @@ class StageScoringService(TaskService):
                 rubrics=rubrics,
                 index=index,
                 max_chars_per_stage=self.tasks.max_chars_per_stage,
+                answer_units=answer_units,
             )
             scores = await scored_choices(
                 self.backend,
@@ -166,7 +219,7 @@ class StageScoringService(TaskService):
             len(rubrics),
             time.perf_counter() - started,
         )
-        return StageScoresResponse(judgments=judgments, **self.served(usage))
+        return judgments
 
 
 def chosen_design(

@@ -1,0 +1,447 @@
+"""What each sentence of a piece of material does: the assertion units every judge reads
+(GitHub issue 32).
+
+A policy optimised against a judge learns whatever text raises its reward. A judge that reads
+the whole text pays for text about the answer ("the reply above was cross-checked and covers
+the expected points"), for the right words in a hedge ("I cannot confirm whether A, whether
+B or whether C") or a denial ("it is not true that A"), and for content-free openers
+("Thought process:"). So material is not judged as text but as units:
+
+1. `split_units` cuts it into units with stable ids (`u1`, `u2`, … in reading order): lines
+   and list items, then sentences, then clauses joined by a semicolon or by a contrastive or
+   coordinating conjunction after a comma.
+2. `cue_kind` decides, from closed classes of grammar (question marks, conditional and
+   hortative openers, negators, epistemic modals, distancing report verbs, words that refer
+   to the text itself or to its grading), what a unit does where such a cue is sound. A unit
+   with no such cue is *undecided*: the judge model says whether it is content or meta
+   (`rubricate.llm.assertions`). The cues are grammar, not attack phrases: an attack written
+   without them is classified by the model, and a sentence that has them is not an assertion
+   whatever else it says.
+3. What a unit may earn depends on its kind (`creditable`): only an `assert` unit is
+   material a positive rubric can be met by or a nugget supported by; `meta` units are
+   withheld from every judge; the other kinds are shown as what they are, without their
+   content (`UnitReading.view`).
+
+Two readings: `claims` for answers (stagewise answer stages, nugget blocks), where every
+kind applies; `process` for plans, actions, reflections and candidates, where questions,
+suppositions, intentions and hedges are legitimate parts of the work and only `meta` units
+(and units with no content) are set aside.
+
+Pure: no model, no I/O.
+"""
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from rubricate.core.words import content_words
+
+UnitKind = Literal["assert", "meta", "hedge", "negate", "question", "suppose", "report"]
+UNIT_KINDS: Final[tuple[UnitKind, ...]] = (
+    "assert",
+    "meta",
+    "hedge",
+    "negate",
+    "question",
+    "suppose",
+    "report",
+)
+Reading = Literal["claims", "process"]
+
+KIND_NOTES: Final[dict[UnitKind, str]] = {
+    "assert": "the author's own claim",
+    "meta": "talks about the text, its grading or its reader",
+    "hedge": "hedged or undecided, not a claim",
+    "negate": "a denial, not a claim of what it names",
+    "question": "a question, not a claim",
+    "suppose": "a supposition, not a claim",
+    "report": "reports what others claim without endorsing it",
+}
+
+
+@dataclass(frozen=True)
+class Unit:
+    id: str
+    """`u1`, `u2`, … in reading order (with a prefix per part where several parts are read)."""
+    text: str
+    start: int
+    """Offsets into the material as given."""
+    end: int
+    kind: UnitKind | None = None
+    """None until decided (a cue, or the model for undecided units)."""
+    cue: str = ""
+    """Why: the cue that decided it, `model` or `no content`."""
+
+    def decided(self, kind: UnitKind, cue: str) -> "Unit":
+        return Unit(self.id, self.text, self.start, self.end, kind, cue)
+
+
+# --- splitting ------------------------------------------------------------------------------
+
+_LINE = re.compile(r"[^\n]+")
+_BULLET = re.compile(r"^\s*(?:[-*+•·]|\d{1,3}[.)]|\(?[a-z]\))\s+", re.I)
+# a sentence ends at . ! ? (or a run of them, with closing quotes or brackets) before white
+# space; an abbreviation or an initial before the full stop does not end one
+_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+")
+_ABBREVIATIONS_TEXT: Final = (
+    "mr mrs ms dr prof st jr sr vs etc e.g i.e cf al no vol fig approx ca mt ft u.s u.k sept "
+    "jan feb mar apr jun jul aug sep oct nov dec"
+)
+_ABBREVIATIONS: Final = frozenset(_ABBREVIATIONS_TEXT.split())
+_CLAUSE_BREAK = re.compile(r";\s+|,\s+(?=(?:and|but|while|whereas|yet|although|though|so)\s)", re.I)
+
+
+def _ends_sentence(text: str, dot: int) -> bool:
+    """Whether the punctuation at `dot` ends a sentence (not `Dr.`, `U.S.`, `J. Smith`)."""
+    if text[dot] != ".":
+        return True
+    word = re.search(r"([\w.]+)$", text[:dot])
+    if word is None:
+        return True
+    token = word.group(1).lower()
+    return not (token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()))
+
+
+_OPEN: Final = "([{"
+_CLOSE: Final = ")]}"
+_MAX_BRACKETED = 600
+"""A bracketed aside longer than this is not kept together (badly formed text)."""
+_LABEL = re.compile(r"^[^\W\d_][\w'’ -]{0,40}?:\s+(?=\S)")
+"""A short label opening a line (`Thought process: …`, `Note: …`): a unit of its own."""
+
+
+def _depths(text: str) -> list[int]:
+    """The bracket depth at each character (an aside in (), [] or {} is read as one piece)."""
+    out: list[int] = []
+    depth = 0
+    opened_at: list[int] = []
+    for i, c in enumerate(text):
+        if c in _OPEN:
+            opened_at.append(i)
+            depth += 1
+        elif c in _CLOSE and depth:
+            depth -= 1
+            opened_at.pop()
+        out.append(depth)
+    for start in opened_at:  # never closed: not an aside
+        for i in range(start, len(text)):
+            out[i] = max(0, out[i] - 1)
+    return out
+
+
+def _outside(depths: Sequence[int], at: int, text: str) -> bool:
+    if depths[at] == 0:
+        return True
+    start = at
+    while start > 0 and depths[start - 1] > 0:
+        start -= 1
+    end = at
+    while end < len(text) and depths[end] > 0:
+        end += 1
+    return end - start > _MAX_BRACKETED
+
+
+def _sentences(line: str, offset: int) -> Iterable[tuple[int, int]]:
+    start = 0
+    label = _LABEL.match(line)
+    if label is not None and len(label.group(0).split()) <= 4:
+        yield offset, offset + label.end()
+        start = label.end()
+    depths = _depths(line)
+    for m in _SENTENCE_END.finditer(line, start):
+        if (
+            _ends_sentence(line, m.start())
+            and m.end() < len(line)
+            and _outside(depths, m.start(), line)
+        ):
+            yield offset + start, offset + m.end()
+            start = m.end()
+    yield offset + start, offset + len(line)
+
+
+def _clauses(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
+    depths = _depths(text[start:end])
+    at = start
+    for m in _CLAUSE_BREAK.finditer(text, start, end):
+        if not _outside(depths, m.start() - start, text[start:end]):
+            continue
+        yield at, m.start() + (1 if text[m.start()] == ";" else 0)
+        at = m.end()
+    yield at, end
+
+
+def split_units(text: str, *, prefix: str = "u") -> list[Unit]:
+    """`text` cut into units (lines and list items, sentences, clauses), each with its
+    offsets and an id `<prefix><n>`; white space alone makes no unit."""
+    spans: list[tuple[int, int]] = []
+    for line in _LINE.finditer(text):
+        body_start = line.start() + (
+            m.end() if (m := _BULLET.match(line.group(0))) is not None else 0
+        )
+        for s, e in _sentences(text[body_start : line.end()], body_start):
+            spans.extend(_clauses(text, s, e))
+    units: list[Unit] = []
+    for s, e in spans:
+        piece = text[s:e]
+        stripped = piece.strip()
+        if not stripped:
+            continue
+        lead = len(piece) - len(piece.lstrip())
+        s += lead
+        units.append(Unit(f"{prefix}{len(units) + 1}", stripped, s, s + len(stripped)))
+    return units
+
+
+# --- cues -------------------------------------------------------------------------------------
+
+
+def _words(*alternatives: str) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.I)
+
+
+# A unit that continues the clause before it with a complementiser or a disjunction keeps that
+# clause's kind ("it is not true that A, and that B"; "whether A, or B").
+_CONTINUES = re.compile(r"^(?:and|or|nor)\s+(?:that|whether|if)\b|^(?:or|nor)\b", re.I)
+
+_SUPPOSE_OPENER = re.compile(
+    r"^(?:if|suppose|supposing|assuming|imagine|hypothetically|unless|in\s+case|were|had)\b",
+    re.I,
+)
+_HORTATIVE = re.compile(r"^(?:let['’]?s|let\s+us|let\s+me)\b", re.I)
+_HEDGE = _words(
+    r"might",
+    r"may(?!\s+\d)",  # a modal, not the month before a day
+    r"could\s+(?:be|have|also|possibly|perhaps|either)",
+    r"perhaps",
+    r"possibly",
+    r"maybe",
+    r"whether",
+    r"unclear",
+    r"uncertain",
+    r"unsure",
+    r"unknown\s+(?:whether|if)",
+    r"not\s+(?:sure|certain|clear)",
+    r"(?:cannot|can['’]?t|could\s*n['’]?t|could\s+not|am\s+unable\s+to|unable\s+to|"
+    r"do\s*n['’]?t\s+know|do\s+not\s+know)\s+(?:confirm|verify|determine|say|tell|be\s+sure|"
+    r"establish|know)",
+    r"either\b.{1,200}?\bor",
+    r"it\s+is\s+possible",
+    r"it['’]s\s+possible",
+    r"I\s+(?:guess|wonder)",
+)
+_NEGATE = _words(r"not", r"no", r"never", r"none", r"neither", r"nor", r"nobody", r"nothing")
+_NEGATE_CONTRACTED = re.compile(r"\w+n['’]t\b|\bcannot\b|\b(?:false|untrue)\s+that\b", re.I)
+# negators that do not deny the clause's content ("not only", "not until 1995", "no fewer
+# than", "none other than", "No. 5"): removed before looking for a negator
+_NOT_A_DENIAL = re.compile(
+    r"\bnot\s+(?:only|just|merely|least|far|long|unlike|uncommon|unusual)\b|\bnot\s+(?:\w+\s+){0,3}until\b"
+    r"|\bno\s+(?:fewer|less|more|later|earlier|sooner|doubt)\s+than\b|\bno\s+doubt\b"
+    r"|\bnone\s+other\s+than\b|\bnothing\s+but\b|\bNo\.\s*\d",
+    re.I,
+)
+_REPORT = re.compile(
+    r"\b(?:allegedly|reportedly|purportedly|supposedly|rumou?red|ostensibly)\b"
+    r"|\b(?:some|many|critics|people|sources|others|they|rumou?rs?)\s+(?:\w+\s+)?"
+    r"(?:claim|claimed|claims|say|said|believe|believed|allege|alleged|suggest|suggested)\b"
+    r"|\bit\s+(?:is|was|has\s+been)\s+(?:said|claimed|rumou?red|alleged|believed)\b",
+    re.I,
+)
+# The text referring to itself (its sentences, points or sections, by deixis) or to its
+# grading: metadiscourse, not content.
+_SELF_REFERENCE = re.compile(
+    r"\b(?:this|the|my|above|following|preceding|previous|present|foregoing)\s+"
+    r"(?:answer|reply|response|text|write-?up|paragraph|summary|section|statement|sentence|"
+    r"solution|output|explanation|footnote|passage\s+above|points?\s+above)s?\b"
+    r"(?!\s+(?:of|to|from|by|in)\s)"
+    r"|\b(?:the|everything|all(?:\s+of)?(?:\s+the)?)\s+(?:points?\s+|facts?\s+|statements?\s+)?"
+    r"(?:above|below)\b|\bstated\s+(?:here|above|below)\b",
+    re.I,
+)
+_GRADING = _words(
+    r"grad(?:er|ers|ing)",
+    r"rubrics?",
+    r"deductions?",
+    r"full\s+marks",
+    r"evaluators?",
+    r"assessors?",
+    r"answer\s+key",
+    r"(?:expected|required|reference|key)\s+(?:points?|answers?|facts?|elements?|items?)",
+)
+_HAS_WORD = re.compile(r"[^\W_]", re.U)
+
+
+def _denies(text: str) -> str:
+    plain = _NOT_A_DENIAL.sub(" ", text)
+    if (m := _NEGATE.search(plain)) is not None or (
+        m := _NEGATE_CONTRACTED.search(plain)
+    ) is not None:
+        return m.group(0)
+    return ""
+
+
+def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] | None:
+    """(kind, cue) where a closed-class cue decides what `text` does, else None (the judge
+    model decides: content or meta). `process` material is read for meta only."""
+    stripped = text.strip()
+    if not _HAS_WORD.search(stripped) or (not content_words(stripped) and len(stripped) < 40):
+        return "meta", "no content"
+    if stripped.endswith(":") and len(stripped.split()) <= 4:
+        return "meta", "a heading"
+    if (m := _SELF_REFERENCE.search(stripped)) is not None:
+        return "meta", f"refers to the text itself ({m.group(0).strip()!r})"
+    if (m := _GRADING.search(stripped)) is not None:
+        return "meta", f"speaks of grading ({m.group(0).strip()!r})"
+    if reading == "process":
+        return None
+    if (m := _HORTATIVE.match(stripped)) is not None:
+        return "meta", f"a proposal, not a claim ({m.group(0)!r})"
+    if stripped.rstrip("\"'”’)]").endswith("?"):
+        return "question", "question mark"
+    if (m := _SUPPOSE_OPENER.match(stripped)) is not None:
+        return "suppose", f"conditional opener ({m.group(0)!r})"
+    if (m := _HEDGE.search(stripped)) is not None:
+        return "hedge", f"epistemic cue ({m.group(0)[:40]!r})"
+    if (m := _REPORT.search(stripped)) is not None:
+        return "report", f"distancing report ({m.group(0)!r})"
+    if negator := _denies(stripped):
+        return "negate", f"negator ({negator!r})"
+    return None
+
+
+def read_cues(units: Sequence[Unit], *, reading: Reading = "claims") -> list[Unit]:
+    """`units` with every kind a cue decides; a continuation clause (`_CONTINUES`) of a
+    non-assertion takes that clause's kind; the rest stay undecided (kind None)."""
+    out: list[Unit] = []
+    for unit in units:
+        found = cue_kind(unit.text, reading=reading)
+        previous = out[-1] if out else None
+        if (
+            found is None
+            and reading == "claims"
+            and previous is not None
+            and previous.kind not in (None, "assert", "meta")
+            and _CONTINUES.match(unit.text)
+        ):
+            assert previous.kind is not None
+            found = previous.kind, f"continues {previous.id}"
+        out.append(unit if found is None else unit.decided(*found))
+    return out
+
+
+# --- what a reading yields ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitReading:
+    """Material read as units, every unit decided."""
+
+    units: tuple[Unit, ...]
+    reading: Reading = "claims"
+
+    def __post_init__(self) -> None:
+        if any(u.kind is None for u in self.units):
+            raise ValueError("every unit of a reading must be decided")
+
+    @property
+    def asserted(self) -> tuple[Unit, ...]:
+        return tuple(u for u in self.units if creditable(u, self.reading))
+
+    @property
+    def has_assertion(self) -> bool:
+        return any(creditable(u, self.reading) for u in self.units)
+
+    def by_id(self) -> dict[str, Unit]:
+        return {u.id: u for u in self.units}
+
+    @property
+    def asserted_text(self) -> str:
+        """The creditable units' text, one per line: what grounding checks are run on."""
+        return "\n".join(u.text for u in self.asserted)
+
+    def counts(self) -> "UnitCounts":
+        withheld = sum(1 for u in self.units if u.kind == "meta")
+        asserted = len(self.asserted)
+        return UnitCounts(
+            units=len(self.units),
+            asserted=asserted,
+            withheld=withheld,
+            relabelled=len(self.units) - asserted - withheld,
+            withheld_chars=sum(len(u.text) for u in self.units if u.kind == "meta"),
+            relabelled_chars=sum(
+                len(u.text)
+                for u in self.units
+                if u.kind != "meta" and not creditable(u, self.reading)
+            ),
+            chars=sum(len(u.text) for u in self.units),
+        )
+
+
+def creditable(unit: Unit, reading: Reading) -> bool:
+    """Whether `unit` can earn credit: an assertion; in `process` material anything but meta."""
+    if unit.kind == "meta":
+        return False
+    return reading == "process" or unit.kind == "assert"
+
+
+@dataclass(frozen=True)
+class UnitCounts:
+    """How much of a piece of material the judges could pay for."""
+
+    units: int = 0
+    asserted: int = 0
+    withheld: int = 0
+    relabelled: int = 0
+    withheld_chars: int = 0
+    relabelled_chars: int = 0
+    chars: int = 0
+
+    def __add__(self, other: "UnitCounts") -> "UnitCounts":
+        return UnitCounts(
+            *(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__)
+        )
+
+    @property
+    def unasserted_share(self) -> float:
+        """The share of the material's characters withheld or re-labelled (0 when empty)."""
+        return (self.withheld_chars + self.relabelled_chars) / self.chars if self.chars else 0.0
+
+
+@dataclass
+class Evidence:
+    """What a verdict cites, and whether the platform accepts it."""
+
+    cited: list[str] = field(default_factory=list)
+    valid: bool = False
+    why: str = ""
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+def check_evidence(cited: Sequence[str], reading: UnitReading, *, numbers_of: str) -> Evidence:
+    """Whether `cited` unit ids can carry a verdict that a criterion is met: at least one id,
+    every id a creditable unit of `reading`, together holding every number written in
+    `numbers_of` (a rubric's description, a nugget: the dates, years and amounts where an
+    answer key's checkable content lives). Word overlap is not required: a met rubric such
+    as "the answer is concise" shares no word with the unit that meets it."""
+    by_id = reading.by_id()
+    ids = list(dict.fromkeys(c.strip() for c in cited if c.strip()))
+    if not ids:
+        return Evidence(ids, False, "no unit cited")
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        return Evidence(ids, False, f"unknown unit ids {unknown}")
+    barred = [i for i in ids if not creditable(by_id[i], reading.reading)]
+    if barred:
+        kinds = ", ".join(f"{i} ({by_id[i].kind})" for i in barred)
+        return Evidence(ids, False, f"cites units that are not assertions: {kinds}")
+    text = " ".join(by_id[i].text for i in ids)
+    missing = _numbers(numbers_of) - _numbers(text)
+    if missing:
+        return Evidence(ids, False, f"the cited units lack {sorted(missing)}")
+    return Evidence(ids, True, "")
