@@ -12,10 +12,10 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
+from rubricate.core.words import content_words
 from rubricate.llm.base import GenerationParams
 from rubricate.llm.errors import TransportError
 from rubricate.llm.prompt_text import escape_untrusted
-from rubricate.core.words import content_words
 from rubricate.testing.fake_judge import FakeJudgeBackend
 from rubricate.testing.fake_nuggets import FakeNuggetLabeller, parse_prompt
 from rubricate.testing.handler import Handler

@@ -22,10 +22,10 @@ from fastapi.responses import JSONResponse
 
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.llm.base import GenerationParams
-from rubricate.testing.fake_judge import fake_unit_kinds
 from rubricate.miner import celery_app
 from rubricate.miner.app import create_app as create_miner
 from rubricate.mining.miner.settings import MinerSettings
+from rubricate.testing.fake_judge import fake_unit_kinds
 from tests.audit.planted import judge, policy_texts, scored_group, sheet_handler
 from tests.support.servers import serve_app
 
