@@ -17,6 +17,7 @@ from rubricate.common.rendezvous import (
     Joined,
     RedisRendezvousStore,
     Rendezvous,
+    RendezvousDraining,
     RendezvousFailed,
     Scored,
 )
@@ -254,5 +255,49 @@ async def test_a_retry_of_a_failed_group_is_scored_at_once_with_its_group(
     # the other sample's retry is answered from that re-scoring, with no judge call
     assert await a.gather("g", entries("b"), expected=2, window_s=60, score=flaky) == ["b/2"]
     assert len(calls) == 2
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_a_draining_replica_hands_over_what_gathers_and_answers_what_it_scores(
+    server: PersistentRedis,
+) -> None:
+    """SIGTERM on replica A (a rolling upgrade): the group A leads that still gathers is
+    handed over (B takes it over at once, with A's stored sample), A's caller of it gets a
+    retryable `RendezvousDraining` at once and its retry on B waits on the slot it holds (no
+    second slot); the group A is scoring is finished and answered before A stops. Nothing is
+    lost or scored twice."""
+    a, b = replica(server.url, lease_s=30.0), replica(server.url, lease_s=30.0)
+    gathering = GatedJudge()
+    gathering.release.set()
+    x = asyncio.create_task(a.gather("g1", entries("x"), expected=3, window_s=60, score=gathering))
+    await asyncio.sleep(0.2)
+    y = asyncio.create_task(b.gather("g1", entries("y"), expected=3, window_s=60, score=gathering))
+    scoring = GatedJudge()
+    held = [
+        asyncio.create_task(a.gather("g2", entries(n), expected=2, window_s=60, score=scoring))
+        for n in ("p", "q")
+    ]
+    await asyncio.wait_for(scoring.started.wait(), 10)
+
+    drained = asyncio.create_task(a.drain(grace_s=30))
+    with pytest.raises(RendezvousDraining):
+        await asyncio.wait_for(x, 5)
+    assert not drained.done()  # g2 is still being scored here
+    scoring.release.set()
+    assert [await t for t in held] == [["p/2"], ["q/2"]]
+    await asyncio.wait_for(drained, 10)
+    with pytest.raises(RendezvousDraining):  # no new work on a draining replica
+        await a.gather("g3", entries("r"), expected=None, window_s=1, score=scoring)
+
+    again = asyncio.create_task(
+        b.gather("g1", entries("x"), expected=3, window_s=60, score=gathering)
+    )
+    z = await asyncio.wait_for(
+        b.gather("g1", entries("z"), expected=3, window_s=60, score=gathering), 10
+    )
+    assert (await again, await y, z) == (["x/3"], ["y/3"], ["z/3"])
+    assert [sorted(batch.payloads) for batch in gathering.batches] == [["x", "y", "z"]]
+    assert len(scoring.batches) == 1
     await a.aclose()
     await b.aclose()

@@ -1,11 +1,15 @@
 """The app factory every service uses: error shape, request ids, body limit, health, metrics."""
 
 import asyncio
+import contextlib
 import logging
+import signal
+import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from types import FrameType
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -32,6 +36,72 @@ from rubricate_client.schemas.errors import ErrorResponse
 
 ReadinessCheck = Callable[[FastAPI], Awaitable[tuple[bool, str]]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+DrainHook = Callable[[], Awaitable[None]]
+DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Drain:
+    """A service's shutdown, started by SIGTERM (Kubernetes, a rolling upgrade) before the
+    HTTP server stops: `/readyz` answers 503 `draining` at once (no new work is routed
+    here), and the hooks run (the gateway answers what it holds and hands the rest over).
+    The server then waits for the requests in flight, as it does anyway."""
+
+    def __init__(self) -> None:
+        self.draining = False
+        self.hooks: list[DrainHook] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> "asyncio.Task[None]":
+        """Begin draining (once); the task runs the hooks in order."""
+        self.draining = True
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="drain")
+        return self._task
+
+    async def _run(self) -> None:
+        log.info("app.draining hooks=%d", len(self.hooks))
+        for hook in self.hooks:
+            try:
+                await hook()
+            except Exception as exc:  # one hook's failure does not stop the others
+                log.warning("app.drain_hook_failed error=%s: %s", type(exc).__name__, exc)
+
+    async def finish(self) -> None:
+        """Drain now unless a signal did (shutdown without one), and wait for it."""
+        await self.start()
+
+
+def drain_on_signals(drain: Drain, lifespan: Lifespan | None) -> Lifespan:
+    """`lifespan` with `drain` started by SIGTERM or SIGINT (in the main thread; the handler
+    that was installed, uvicorn's, still runs) and finished at shutdown."""
+
+    @contextlib.asynccontextmanager
+    async def wrapped(app: FastAPI) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        previous: dict[int, Any] = {}
+
+        def on_signal(sig: int, frame: FrameType | None) -> None:
+            loop.call_soon_threadsafe(drain.start)
+            handler = previous.get(sig)
+            if callable(handler):
+                handler(sig, frame)
+
+        if threading.current_thread() is threading.main_thread():
+            for handled in DRAIN_SIGNALS:
+                previous[int(handled)] = signal.signal(handled, on_signal)
+        try:
+            if lifespan is None:
+                yield
+            else:
+                async with lifespan(app):
+                    yield
+        finally:
+            for number, handler in previous.items():
+                with contextlib.suppress(ValueError, TypeError):
+                    if signal.getsignal(number) is on_signal:
+                        signal.signal(number, handler)
+
+    return wrapped
 
 
 _UNMATCHED = "<unmatched>"
@@ -172,6 +242,7 @@ def create_service_app(
     body_timeout_s: float | None = None,
     own_session_prefixes: tuple[str, ...] = (),
     error_mappings: ErrorMapping | None = None,
+    drain: Drain | None = None,
 ) -> FastAPI:
     """`middleware` runs inside authentication (it sees the caller's tenant) and the request
     guard (the body has arrived and its text is storable), outermost first.
@@ -179,11 +250,16 @@ def create_service_app(
     `own_session_prefixes`: paths that sign their users in themselves (the console).
     `error_mappings`: exceptions the routes let through, each answered as its `ServiceError`
     (`common.errors.install_error_mappings`); a failed upstream call (`UpstreamError`) is
-    mapped on every app, so routes that call another service just await it."""
+    mapped on every app, so routes that call another service just await it.
+    `drain`: the service's shutdown hooks (`Drain`), started by SIGTERM; `/readyz` answers
+    503 `draining` from then on."""
     http = HTTPSettings()
+    drain = drain or Drain()
+    lifespan = drain_on_signals(drain, lifespan)
     if http.loop_lag_interval_s > 0:
         lifespan = with_loop_lag(service, lifespan, interval_s=http.loop_lag_interval_s)
     app = FastAPI(title=title, lifespan=lifespan, responses=ERROR_RESPONSES)
+    app.state.drain = drain
     install_error_handlers(app)
     install_error_mappings(app, {UpstreamError: upstream_error, **(error_mappings or {})})
     # added first = innermost: request ids, limits and latency wrap the authentication
@@ -208,6 +284,9 @@ def create_service_app(
 
     @app.get("/readyz", tags=["ops"])
     async def readyz(request: Request) -> JSONResponse:
+        if drain.draining:  # shutting down: route no new work here
+            body = {"status": "draining", "service": service, "checks": {}}
+            return JSONResponse(body, status_code=503)
         checks: dict[str, str] = {}
         ok = True
         for name, check in readiness:

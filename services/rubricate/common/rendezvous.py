@@ -165,6 +165,11 @@ class RendezvousFailed(RendezvousError):
     """The instance's scoring failed; its message is the leader's error."""
 
 
+class RendezvousDraining(RendezvousError):
+    """This replica is shutting down and holds no result for the caller yet: the caller
+    retries (on another replica), where its samples wait on the slots they already hold."""
+
+
 # ---------------------------------------------------------------- signals
 
 
@@ -986,6 +991,11 @@ class Rendezvous:
         self._errors: dict[tuple[str, str], BaseException] = {}
         self._watches: dict[tuple[str, str], _Watch] = {}
         self._leading: set[tuple[str, str]] = set()
+        self._gathering: dict[tuple[str, str], tuple[asyncio.Task[None], str]] = {}
+        """This replica's leaders still gathering (not sealed): their task and lease owner."""
+        self._scoring: set[asyncio.Task[None]] = set()
+        """This replica's leaders that sealed their instance and score or publish it."""
+        self.draining = False
 
     @property
     def _ttl_s(self) -> float:
@@ -1003,6 +1013,8 @@ class Rendezvous:
     ) -> list[str]:
         """The result of each entry, in order. `expected`: the group's size (joined with
         other callers' entries of `group`); None: the entries are the whole group."""
+        if self.draining:
+            raise RendezvousDraining("this gateway replica is shutting down; retry")
         try:
             await self.store.start(lease_s=self.lease_s)
             refs = await self._join(
@@ -1040,10 +1052,11 @@ class Rendezvous:
             return out
 
     def _may_claim(self) -> tuple[bool, float]:
-        """Whether a watch may claim a lapsed lease now, else in how many seconds."""
+        """Whether a watch may claim a lapsed lease now, else in how many seconds (a
+        draining replica never does: it hands its groups over)."""
         start = max(self._claims_from, self.store.reconnected_at + self.lease_s / 3)
         left = start - time.monotonic()
-        return left <= 0, max(left, 0.0)
+        return left <= 0 and not self.draining, max(left, 0.0)
 
     async def _join(
         self,
@@ -1177,7 +1190,8 @@ class Rendezvous:
                     slots = watch.waiting_slots()
                     owner = f"{self.store.replica}.{uuid.uuid4().hex}"
                     may_claim, claim_in = self._may_claim()
-                    if not may_claim:  # after an outage: check again once claims resume
+                    if not may_claim and not self.draining:  # after an outage: check again
+                        # once claims resume
                         within_s = min(within_s, claim_in + 0.05)
                     found = await self._store_call(
                         "check",
@@ -1236,6 +1250,9 @@ class Rendezvous:
                 self._run(group, instance, owner=owner, window_s=window_s, score=score),
                 name=f"rendezvous-{instance}",
             )
+        self._gathering[(group, instance)] = (task, owner)
+        task.add_done_callback(lambda _: self._gathering.pop((group, instance), None))
+        task.add_done_callback(self._scoring.discard)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -1272,6 +1289,9 @@ class Rendezvous:
                     status = await persist("status", read)
             if status is None or status.done:
                 return
+            # from here on the instance is this replica's to finish, even while it drains
+            self._gathering.pop(key, None)
+            self._scoring.add(asyncio.current_task())  # type: ignore[arg-type]
             payloads = await persist(
                 "seal", lambda: self.store.seal(group, instance, ttl_s=self._ttl_s)
             )
@@ -1345,6 +1365,36 @@ class Rendezvous:
                     return
             except Exception as exc:
                 log.warning("rendezvous.renew_failed instance=%s error=%s", instance, exc)
+
+    async def drain(self, *, grace_s: float) -> None:
+        """Shut this replica down without losing or repeating a sample (a rolling upgrade,
+        SIGTERM): no new join; the instances it leads that still gather are handed over (their
+        leaders stop and resign: another replica's watch takes them over at once, with the
+        entries stored); the callers waiting on anything but an instance this replica scores
+        get `RendezvousDraining` at once (their retry, on another replica, waits on the slots
+        they hold); the instances it scores are finished and answered, for up to `grace_s`."""
+        self.draining = True
+        handed = list(self._gathering.items())
+        for _, (task, _owner) in handed:
+            task.cancel()
+        for (group, instance), (task, owner) in handed:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            try:
+                await self.store.resign(group, instance, owner=owner)
+            except (RedisError, OSError):
+                self._resign_later(group, instance, owner, for_s=grace_s)
+            log.info("rendezvous.handed_over group=%.16s instance=%s", group, instance)
+        scored_here = {
+            key for key in self._leading if key not in dict(handed) and key in self._watches
+        }
+        for key, watch in list(self._watches.items()):
+            if key not in scored_here:
+                self._fail(watch, RendezvousDraining("this gateway replica is shutting down"))
+                if watch.task is not None:
+                    watch.task.cancel()
+        if self._scoring:
+            await asyncio.wait(list(self._scoring), timeout=grace_s)
 
     async def aclose(self) -> None:
         for watch in list(self._watches.values()):

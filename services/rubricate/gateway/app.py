@@ -10,7 +10,7 @@ from starlette.middleware import Middleware
 from rubricate.audit.gateway import routes as audit_routes
 from rubricate.audit.gateway.service import AuditSubmitter
 from rubricate.audit.settings import AuditSettings
-from rubricate.common.app import create_service_app
+from rubricate.common.app import Drain, create_service_app
 from rubricate.common.deadlines import DeadlineMiddleware
 from rubricate.common.idempotency import (
     IdempotencyMiddleware,
@@ -89,6 +89,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     console = ConsoleSettings()
     # 2. the idempotency store
     idempotency = build_idempotency_store(cfg)
+    drain = Drain()  # SIGTERM: /readyz says draining, the assembler answers what it holds
 
     # 3. upstream clients, services and the gRPC server, for the app's lifetime
     @asynccontextmanager
@@ -98,10 +99,12 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         audit_submitter = AuditSubmitter(upstreams.miner if AuditSettings().enabled else None)
         _add_services(app, cfg, upstreams, audit_submitter)
         assembler = _add_trainer_rewards(app, cfg)
+        drain.hooks.append(lambda: assembler.drain(grace_s=2 * cfg.model_timeout_s))
         grpc_server = await start_grpc(app, cfg)
         try:
             yield
         finally:
+            await drain.finish()  # the groups this replica scores are answered first
             if grpc_server is not None:
                 await grpc_server.stop()
             await assembler.aclose()
@@ -119,6 +122,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         max_body_bytes=cfg.max_body_bytes,
         own_session_prefixes=(CONSOLE_PREFIX,) if console.enabled else (),
         middleware=_middleware(cfg, idempotency),  # 5.
+        drain=drain,
     )
     app.state.console_settings = console  # the settings the console's routes read
     return app

@@ -23,6 +23,7 @@ from rubricate.common.rendezvous import (
     MemoryRendezvousStore,
     RedisRendezvousStore,
     Rendezvous,
+    RendezvousDraining,
     RendezvousError,
     Scorer,
 )
@@ -100,13 +101,21 @@ class GroupAssembler:
         try:
             await asyncio.gather(*(one(p) for p in by_group.values()))
         except RendezvousError as exc:
+            # a draining replica's samples keep their slots: retried at once, on another
+            # replica, they wait there for the same group
+            retry_after = "1" if isinstance(exc, RendezvousDraining) else "5"
             raise ServiceError(
                 503,
                 f"group assembly failed: {exc}",
                 type="group_assembly_unavailable",
-                headers={"Retry-After": "5"},
+                headers={"Retry-After": retry_after},
             ) from exc
         return out
+
+    async def drain(self, *, grace_s: float) -> None:
+        """Shutting down: hand over the groups still gathering, answer the rest (see
+        `Rendezvous.drain`)."""
+        await self.rendezvous.drain(grace_s=grace_s)
 
     async def aclose(self) -> None:
         await self.rendezvous.aclose()
