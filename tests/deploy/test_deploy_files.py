@@ -1025,6 +1025,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "huggingface": {"token": "hf_x"},
     },
     "existing-secret": {"existingSecret": "rubricate-credentials", "miner": {"enabled": True}},
+    "no-disruption-budgets": {
+        "podDisruptionBudget": {"enabled": False, "maxUnavailable": 1},
+        "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0},
+    },
     "embedded": {
         "llm": {"backend": "embedded", "nThreads": 8},
         "gateway": {"grpc": {"enabled": False}},
@@ -1127,6 +1131,40 @@ def _container_env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e for e in container.get("env", [])}
 
 
+def _check_rolling_upgrades(docs: list[dict[str, Any]], values: dict[str, Any]) -> None:
+    """Issue 33: every Deployment is replaced pod by pod with the new one ready first
+    (maxUnavailable 0), drains within its grace period after the preStop pause, and has a
+    PodDisruptionBudget over exactly its pods (one voluntary eviction at a time)."""
+    deployments = _by_kind(docs, "Deployment")
+    budgets = _by_kind(docs, "PodDisruptionBudget")
+    assert deployments
+    for name, deployment in deployments.items():
+        strategy = deployment["spec"]["strategy"]
+        assert strategy["type"] == "RollingUpdate", name
+        assert strategy["rollingUpdate"] == values["rollingUpdate"], name
+        assert strategy["rollingUpdate"]["maxUnavailable"] == 0, name
+        pod = deployment["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            pre_stop = container.get("lifecycle", {}).get("preStop")
+            if pre_stop is not None:  # the pause before SIGTERM leaves time to drain
+                assert pre_stop["exec"]["command"][:1] == ["sleep"], name
+                assert pod["terminationGracePeriodSeconds"] > int(pre_stop["exec"]["command"][1]), (
+                    name
+                )
+        if values["podDisruptionBudget"]["enabled"]:
+            budget = budgets[name]
+            assert budget["apiVersion"] == "policy/v1"
+            assert (
+                budget["spec"]["maxUnavailable"] == values["podDisruptionBudget"]["maxUnavailable"]
+            )
+            selector = deployment["spec"]["selector"]["matchLabels"]
+            assert budget["spec"]["selector"]["matchLabels"] == selector, name
+    if values["podDisruptionBudget"]["enabled"]:
+        assert set(budgets) == set(deployments)
+    else:
+        assert not budgets
+
+
 def check_manifests(docs: list[dict[str, Any]], values: dict[str, Any]) -> None:
     """Structural checks of one `helm template` output against the values it came from."""
     kinds = Counter((d["kind"], d["metadata"]["name"]) for d in docs)
@@ -1136,6 +1174,7 @@ def check_manifests(docs: list[dict[str, Any]], values: dict[str, Any]) -> None:
         assert doc["apiVersion"] and len(name) <= 63 and DNS_LABEL.fullmatch(name), name
         assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "rubricate"
 
+    _check_rolling_upgrades(docs, values)
     deployments = _by_kind(docs, "Deployment")
     services = _by_kind(docs, "Service")
     secrets = _by_kind(docs, "Secret")

@@ -30,6 +30,7 @@ spec:
   replicas: {{ $v.replicas }}
   {{- end }}
   revisionHistoryLimit: 5
+  {{- include "rubricate.rollingUpdate" $root | nindent 2 }}
   selector:
     matchLabels:
       {{- include "rubricate.componentSelectorLabels" $ctx | nindent 6 }}
@@ -164,4 +165,36 @@ spec:
   behavior:
     scaleDown:
       stabilizationWindowSeconds: 300
+{{- end }}
+
+{{/*
+Rolling update of a Deployment (issue 33, rolling upgrades mid-step): the new pod is started
+and ready before an old one stops (maxUnavailable 0), and the old one drains on SIGTERM.
+*/}}
+{{- define "rubricate.rollingUpdate" -}}
+strategy:
+  type: RollingUpdate
+  rollingUpdate:
+    maxSurge: {{ .Values.rollingUpdate.maxSurge }}
+    maxUnavailable: {{ .Values.rollingUpdate.maxUnavailable }}
+{{- end }}
+
+{{/*
+PodDisruptionBudget of one component: a voluntary disruption (node drain, cluster upgrade)
+evicts at most `podDisruptionBudget.maxUnavailable` of its pods at a time. Call with
+(dict "root" $ "component" "gateway").
+*/}}
+{{- define "rubricate.pdb" -}}
+{{- $ctx := dict "root" .root "component" .component }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "rubricate.componentName" $ctx }}
+  labels:
+    {{- include "rubricate.componentLabels" $ctx | nindent 4 }}
+spec:
+  maxUnavailable: {{ .root.Values.podDisruptionBudget.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "rubricate.componentSelectorLabels" $ctx | nindent 6 }}
 {{- end }}
