@@ -297,6 +297,11 @@ class JudgeSim:
         self._in_service = 0
         self._busy_since = 0.0
         self._rr = 0
+        self.fault: tuple[float, int, float] | None = None
+        """(until, status, slowdown): until `time.monotonic()` passes `until`, every call is
+        answered `status` at once (when not 200), else served `slowdown` times slower
+        (`POST /sim/fault`, for the fault matrix: `benchmarks/faults.py`)."""
+        self.faulted = 0
 
     def reset(self) -> None:
         self.stats = Stats()
@@ -321,6 +326,13 @@ class JudgeSim:
         reply = answer(body)
         prompt_tokens = tokens(json.dumps(body.get("messages") or []))
         completion_tokens = 1 if reply.kind == "choice" else tokens(reply.text)
+        slowdown = 1.0
+        if self.fault is not None and now < self.fault[0]:
+            _, fault_status, slowdown = self.fault
+            if fault_status != 200:
+                self.faulted += 1
+                error = {"message": f"simulated judge failure {fault_status}", "type": "fault"}
+                return fault_status, {"error": error}, self.config.retry_after_s
         replica = self._replica()
         limit = self.config.max_queue
         full = replica.in_service >= self.config.max_batch
@@ -328,7 +340,7 @@ class JudgeSim:
             stats.rejected += 1
             error = {"message": "simulated rate limit: queue full", "type": "rate_limit"}
             return 429, {"error": error}, self.config.retry_after_s
-        service = self.service_time(prompt_tokens, completion_tokens)
+        service = self.service_time(prompt_tokens, completion_tokens) * slowdown
         if replica.slots.locked():  # the batch is full: wait in the replica's FIFO queue
             replica.queued += 1
             stats.max_queued = max(stats.max_queued, sum(r.queued for r in self.replicas))
@@ -400,6 +412,7 @@ class JudgeSim:
             "requests": sum(k.requests for k in s.kinds.values()),
             "slot_s": sum(k.service_s for k in s.kinds.values()),
             "rejected": s.rejected,
+            "faulted": self.faulted,
             "max_in_service": s.max_in_service,
             "max_queued": s.max_queued,
             "queue_wait_s": s.queue_wait_s,
@@ -444,6 +457,11 @@ class JudgeSim:
             status, out = 200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
         elif method == "GET" and path in ("/health", "/sim/stats"):
             status, out = 200, self.snapshot() if path == "/sim/stats" else {"status": "ok"}
+        elif method == "POST" and path == "/sim/fault":
+            spec = json.loads(b"".join(chunks) or b"{}")
+            until = time.monotonic() + float(spec.get("for_s", 20.0))
+            self.fault = (until, int(spec.get("status", 200)), float(spec.get("slowdown", 1.0)))
+            status, out = 200, {"status": "fault set"}
         elif method == "POST" and path == "/sim/reset":
             self.reset()
             status, out = 200, {"status": "reset"}

@@ -179,6 +179,20 @@ class Proc:
     popen: subprocess.Popen[bytes]
     log: Path
     url: str | None = None
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def restart(self) -> None:
+        """Start the process again, as it was started (it must have exited)."""
+        handle = self.log.open("ab")
+        self.popen = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        handle.close()
 
     def cpu_s(self) -> float:
         ticks = 0
@@ -206,7 +220,7 @@ def start(name: str, argv: list[str], env: dict[str, str], logs: Path, url: str 
         argv, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
     )
     handle.close()
-    return Proc(name, popen, log, url)
+    return Proc(name, popen, log, url, argv, env)
 
 
 def stop(proc: Proc) -> None:
@@ -385,7 +399,9 @@ async def platform(args: argparse.Namespace, tenants: list[str]) -> AsyncIterato
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if getattr(args, "redis_aof", False) else "no",
+                "--dir",
+                str(work),
                 "--maxclients",
                 "20000",
             ],
