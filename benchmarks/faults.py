@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -59,9 +60,8 @@ def _signal(proc: rs.Proc, sig: int) -> None:
 
 
 async def _exited(proc: rs.Proc, limit_s: float) -> None:
-    deadline = time.monotonic() + limit_s
-    while proc.alive() and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        await asyncio.to_thread(proc.popen.wait, limit_s)
     if proc.alive():
         _signal(proc, signal.SIGKILL)
         await asyncio.to_thread(proc.popen.wait, 10)
