@@ -338,6 +338,8 @@ class UnitReading:
 
     units: tuple[Unit, ...]
     reading: Reading = "claims"
+    source: str = ""
+    """The material as given (the units' offsets point into it)."""
 
     def __post_init__(self) -> None:
         if any(u.kind is None for u in self.units):

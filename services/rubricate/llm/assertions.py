@@ -186,7 +186,7 @@ class UnitReader:
         if undecided:
             for unit in await self._ask(question, undecided, reading, usage):
                 decided[unit.id] = unit
-        return UnitReading(tuple(decided[u.id] for u in units), reading)
+        return UnitReading(tuple(decided[u.id] for u in units), reading, text)
 
     async def read_parts(
         self, parts: Sequence[str], *, question: str, usage: Usage, reading: Reading = "claims"
@@ -259,6 +259,30 @@ def render_units(reading: UnitReading, *, max_chars: int) -> str:
             assert unit.kind is not None
             lines.append(f"[{unit.id} · {unit.kind}: {KIND_NOTES[unit.kind]}; not shown]")
     return "\n".join(lines) if lines else "(nothing)"
+
+
+def shown_text(reading: UnitReading) -> str:
+    """A reading as running text (for judges calibrated on plain text, the nugget judge):
+    creditable units verbatim, one line per line of the material, every other unit replaced
+    by a short bracketed note of what it was. Not escaped: the prompt builder escapes."""
+    lines: list[list[str]] = []
+    last_end = -1
+    for unit in reading.units:
+        if creditable(unit, reading.reading):
+            piece = unit.text
+        elif unit.kind == "meta":
+            piece = "[withheld: talk about the text]"
+        else:
+            piece = f"[{unit.kind}, not shown]"
+        if not lines or "\n" in _gap(reading, last_end, unit):
+            lines.append([])
+        lines[-1].append(piece)
+        last_end = unit.end
+    return "\n".join(" ".join(line) for line in lines)
+
+
+def _gap(reading: UnitReading, last_end: int, unit: Unit) -> str:
+    return "\n" if last_end < 0 else reading.source[last_end : unit.start]
 
 
 UNIT_RULES: Final = (

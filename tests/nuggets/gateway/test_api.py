@@ -65,6 +65,11 @@ def nugget_calls(backend: FakeJudgeBackend) -> int:
     return sum(1 for name, _ in backend.calls if name == "nugget_labels")
 
 
+def unit_calls(backend: FakeJudgeBackend) -> int:
+    """Calls that read a block as assertion units (one per block with an undecided unit)."""
+    return sum(1 for name, _ in backend.calls if name == "unit_kinds")
+
+
 async def test_long_mode_reward_max_pools_over_paragraphs(nuggets: Nuggets) -> None:
     r = await nuggets.client.post("/v1/nuggets/verify", json=body())
     assert r.status_code == 200, r.text
@@ -83,7 +88,9 @@ async def test_long_mode_reward_max_pools_over_paragraphs(nuggets: Nuggets) -> N
     for block in out["blocks"]:
         assert ANSWER[block["start"] : block["end"]].strip()
     assert out["batch_size"] == 10
-    assert out["usage"]["calls"] == 3 == nugget_calls(nuggets.backend)  # 3 blocks x 1 batch
+    assert nugget_calls(nuggets.backend) == 3  # 3 blocks x 1 batch
+    assert unit_calls(nuggets.backend) == 3  # each block read as units once
+    assert out["usage"]["calls"] == 6
     assert out["judge"] == {
         "model": "fake-judge",
         "backend": "fake",
@@ -102,7 +109,8 @@ async def test_batch_size_sets_the_calls_not_the_reward(
     r = await nuggets.client.post("/v1/nuggets/verify", json=body(batch_size=batch_size))
     assert r.status_code == 200, r.text
     assert r.json()["reward"] == pytest.approx(2.0 / 3.0)
-    assert r.json()["usage"]["calls"] == calls == nugget_calls(nuggets.backend)
+    assert calls == nugget_calls(nuggets.backend)
+    assert r.json()["usage"]["calls"] == calls + unit_calls(nuggets.backend)
 
 
 async def test_empty_answer_scores_zero_without_a_model_call(nuggets: Nuggets) -> None:
@@ -191,7 +199,8 @@ async def test_bad_input_is_a_422_with_a_field(
 async def test_a_miscounted_reply_is_repaired(nuggets: Nuggets) -> None:
     r = await nuggets.client.post("/v1/nuggets/verify", json=body(answer=ANSWER.split("\n\n")[0]))
     assert r.status_code == 200, r.text
-    assert r.json()["judge"]["repairs"] == 1 and r.json()["usage"]["calls"] == 2
+    assert r.json()["judge"]["repairs"] == 1
+    assert r.json()["usage"]["calls"] == 2 + unit_calls(nuggets.backend)
 
 
 @pytest.mark.parametrize("labeller", [FakeNuggetLabeller(short_replies=2)])
@@ -203,7 +212,8 @@ async def test_a_miscounted_reply_twice_is_an_error_with_usage_never_a_zero(
     error = r.json()["error"]
     assert error["type"] == "judge_output_invalid"
     assert "expected exactly 4 labels" in error["message"]
-    assert error["usage"]["calls"] == 2 and error["usage"]["prompt_tokens"] > 0
+    assert error["usage"]["calls"] == 2 + unit_calls(nuggets.backend)
+    assert error["usage"]["prompt_tokens"] > 0
     assert "reward" not in r.json()
 
 
@@ -213,7 +223,8 @@ async def test_verifier_down_is_a_503(nuggets: Nuggets) -> None:
     )
     assert r.status_code == 503, r.text
     assert r.json()["error"]["type"] == "backend_unavailable"
-    assert r.json()["error"]["usage"]["calls"] == 0
+    # the block was read as units (one call); the labelling call failed
+    assert r.json()["error"]["usage"]["calls"] == unit_calls(nuggets.backend) == 1
 
 
 async def test_probabilities_requested_from_a_backend_without_logprobs(nuggets: Nuggets) -> None:
@@ -254,7 +265,9 @@ async def test_batch_scores_items_and_reports_failed_ones_without_zeroing(
         "items[3].nuggets",
     )
     assert [item["index"] for item in out["items"]] == [0, 1, 2, 3, 4]
-    assert out["usage"]["calls"] == 3  # item 0: three blocks; item 1 failed before a call
+    # item 0: three blocks, each read as units and labelled; item 1: its block read as units,
+    # then its labelling call failed
+    assert out["usage"]["calls"] == 3 + 3 + 1
 
 
 async def test_batch_limits(nuggets: Nuggets) -> None:

@@ -40,8 +40,9 @@ async def test_a_block_that_addresses_the_judge_is_withheld_and_reported() -> No
         == [{"support": 0.0, "partial_support": 0.0, "not_support": 1.0}] * 2
     )
     # only the clean block reached the model
-    assert len(backend.calls) == len(NUGGETS)
-    assert all(ATTACK not in prompt for _, prompt in backend.calls)
+    labelled = [prompt for name, prompt in backend.calls if name == "nugget_labels"]
+    assert len(labelled) == len(NUGGETS)
+    assert all(ATTACK not in prompt for _, prompt in backend.calls)  # nor read as units
 
 
 async def test_an_instruction_split_across_blocks_withholds_both() -> None:
@@ -52,7 +53,8 @@ async def test_an_instruction_split_across_blocks_withholds_both() -> None:
     )
     assert out.judge_addressing[0] == []
     assert out.judge_addressing[1] and out.judge_addressing[2]
-    assert len(backend.calls) == len(NUGGETS)  # block 0 only
+    labelled = [prompt for name, prompt in backend.calls if name == "nugget_labels"]
+    assert len(labelled) == len(NUGGETS)  # block 0 only
 
 
 def nugget_service(judge: ObeyingJudge, **settings: object) -> NuggetService:

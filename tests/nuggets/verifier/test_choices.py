@@ -12,6 +12,7 @@ import pytest
 from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import TransportError
 from rubricate.llm.factory import wrap_backend
+from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.nuggets.domain.calibration import LabelCalibration
 from rubricate.nuggets.verifier.schemas import NuggetLabelsRequest
@@ -25,6 +26,10 @@ from rubricate.nuggets.verifier.service import (
 from rubricate.testing.fake_judge import FakeJudgeBackend
 from rubricate.testing.fake_nuggets import FakeNuggetLabeller
 from rubricate_client.errors import DomainError
+
+UNITS_OFF = TaskSettings(unit_reading="off")
+"""The answer's assertion-unit reading is off in these tests of the labelling calls: its
+model calls would mix into the calls they count (tests/nuggets/verifier/test_units.py)."""
 
 FAST = LLMSettings(max_retries=2, backoff_base_s=0.001, backoff_max_s=0.002)
 BLOCK = "Pew Research Center is a nonpartisan fact tank founded in 2004."
@@ -92,7 +97,7 @@ def overlap_calibration(model: str = "fake-model") -> LabelCalibration:
 async def test_auto_picks_choices_and_labels_are_the_most_probable() -> None:
     backend = FakeChoiceBackend(TABLE)
     svc = NuggetLabelService(
-        backend=backend, llm=FAST, settings=NuggetTaskSettings(calibration="off")
+        tasks=UNITS_OFF, backend=backend, llm=FAST, settings=NuggetTaskSettings(calibration="off")
     )
     assert svc.design == "choices" and svc.calibration is None
     out = await svc.label(request(label_probabilities=True, batch_size=10))
@@ -110,7 +115,7 @@ async def test_auto_picks_choices_and_labels_are_the_most_probable() -> None:
 
 async def test_short_mode_scores_two_choices_and_is_never_calibrated() -> None:
     backend = FakeChoiceBackend({"2004": {"support": 0.7, "not_support": 0.3}})
-    svc = NuggetLabelService(backend=backend, llm=FAST)
+    svc = NuggetLabelService(tasks=UNITS_OFF, backend=backend, llm=FAST)
     svc.calibration = overlap_calibration()
     out = await svc.label(
         NuggetLabelsRequest(question="When?", blocks=["2004"], nuggets=["2004"], mode="short")
@@ -121,7 +126,7 @@ async def test_short_mode_scores_two_choices_and_is_never_calibrated() -> None:
 
 async def test_a_calibration_turns_probabilities_and_overlap_into_the_label() -> None:
     backend = FakeChoiceBackend(TABLE)
-    svc = NuggetLabelService(backend=backend, llm=FAST)
+    svc = NuggetLabelService(tasks=UNITS_OFF, backend=backend, llm=FAST)
     svc.calibration = overlap_calibration()
     out = await svc.label(request(label_probabilities=True))
     # "founded in 2004": overlap 1.0 (all content words in the block) -> support, although
@@ -136,7 +141,7 @@ async def test_a_calibration_turns_probabilities_and_overlap_into_the_label() ->
 async def test_transport_failures_are_retried_then_counted() -> None:
     backend = FakeChoiceBackend(TABLE, fail_first=2)
     svc = NuggetLabelService(
-        backend=backend, llm=FAST, settings=NuggetTaskSettings(calibration="off")
+        tasks=UNITS_OFF, backend=backend, llm=FAST, settings=NuggetTaskSettings(calibration="off")
     )
     out = await svc.label(request())
     assert len(backend.calls) == 5 and out.blocks[0].labels[0] == "support"
@@ -145,7 +150,7 @@ async def test_transport_failures_are_retried_then_counted() -> None:
 async def test_a_persistent_failure_is_raised_not_labelled() -> None:
     backend = FakeChoiceBackend(TABLE, fail_first=10)
     svc = NuggetLabelService(
-        backend=backend, llm=FAST, settings=NuggetTaskSettings(calibration="off")
+        tasks=UNITS_OFF, backend=backend, llm=FAST, settings=NuggetTaskSettings(calibration="off")
     )
     with pytest.raises(TransportError) as info:
         await svc.label(request())
@@ -155,15 +160,21 @@ async def test_a_persistent_failure_is_raised_not_labelled() -> None:
 
 def test_design_generate_on_request_and_choices_refused_where_impossible() -> None:
     svc = NuggetLabelService(
-        backend=FakeChoiceBackend(TABLE), llm=FAST, settings=NuggetTaskSettings(design="generate")
+        tasks=UNITS_OFF,
+        backend=FakeChoiceBackend(TABLE),
+        llm=FAST,
+        settings=NuggetTaskSettings(design="generate"),
     )
     assert svc.design == "generate" and svc.calibration is None
     plain = FakeJudgeBackend(handlers={"nugget_labels": FakeNuggetLabeller()})
-    assert NuggetLabelService(backend=plain, llm=FAST).design == "generate"
+    assert NuggetLabelService(tasks=UNITS_OFF, backend=plain, llm=FAST).design == "generate"
     with pytest.raises(DomainError, match="needs a backend that scores choices"):
-        NuggetLabelService(backend=plain, llm=FAST, settings=NuggetTaskSettings(design="choices"))
+        NuggetLabelService(
+            tasks=UNITS_OFF, backend=plain, llm=FAST, settings=NuggetTaskSettings(design="choices")
+        )
     with pytest.raises(DomainError, match="without reasoning"):
         NuggetLabelService(
+            tasks=UNITS_OFF,
             backend=FakeChoiceBackend(TABLE),
             llm=FAST,
             settings=NuggetTaskSettings(design="choices", reasoning=True),

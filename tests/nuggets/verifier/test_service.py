@@ -10,11 +10,16 @@ import pytest
 from rubricate.common.deadlines import deadline_scope
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message, TokenLogprob
 from rubricate.llm.errors import DeadlineExceeded, OutputParseError, TransportError
+from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
 from rubricate.nuggets.verifier.schemas import NuggetLabelsRequest
 from rubricate.nuggets.verifier.service import NuggetLabelService, NuggetTaskSettings
 from rubricate.testing.fake_judge import FakeJudgeBackend
 from rubricate.testing.fake_nuggets import FakeNuggetLabeller, parse_prompt
+
+UNITS_OFF = TaskSettings(unit_reading="off")
+"""The answer's assertion-unit reading is off in these tests of the labelling calls: its
+model calls would mix into the calls they count (tests/nuggets/verifier/test_units.py)."""
 
 FAST = LLMSettings(max_retries=1, backoff_base_s=0.001, backoff_max_s=0.002)
 
@@ -35,7 +40,9 @@ def service(
 ) -> tuple[NuggetLabelService, FakeJudgeBackend]:
     backend = FakeJudgeBackend(handlers={"nugget_labels": labeller})
     return (
-        NuggetLabelService(backend=backend, llm=FAST, settings=NuggetTaskSettings(**settings)),  # type: ignore[arg-type]
+        NuggetLabelService(
+            tasks=UNITS_OFF, backend=backend, llm=FAST, settings=NuggetTaskSettings(**settings)
+        ),  # type: ignore[arg-type]
         backend,
     )
 
@@ -154,7 +161,7 @@ class FakeLogprobBackend(LLMBackend):
 
 async def test_label_probabilities_come_from_token_logprobs() -> None:
     backend = FakeLogprobBackend()
-    svc = NuggetLabelService(backend=backend, llm=FAST)
+    svc = NuggetLabelService(tasks=UNITS_OFF, backend=backend, llm=FAST)
     out = await svc.label(
         NuggetLabelsRequest(
             question="q?", blocks=BLOCKS[:1], nuggets=NUGGETS[:2], label_probabilities=True
@@ -172,7 +179,7 @@ async def test_label_probabilities_come_from_token_logprobs() -> None:
 
 async def test_no_probabilities_unless_asked() -> None:
     backend = FakeLogprobBackend()
-    svc = NuggetLabelService(backend=backend, llm=FAST)
+    svc = NuggetLabelService(tasks=UNITS_OFF, backend=backend, llm=FAST)
     out = await svc.label(NuggetLabelsRequest(question="q?", blocks=BLOCKS[:1], nuggets=["a b c"]))
     assert backend.params[0].logprobs is None
     assert out.blocks[0].probabilities is None
@@ -210,7 +217,9 @@ async def test_concurrent_requests_do_not_interleave_on_a_one_call_backend(
     backend.name = backend_name  # the fake stands in for that backend kind
     llm = FAST.model_copy(update={"concurrency": backend_concurrency, "prefix_cache": prefix_cache})
     # fewer calls in flight than a request has: its later calls queue behind other requests'
-    svc = NuggetLabelService(backend=backend, llm=llm, settings=NuggetTaskSettings(concurrency=2))
+    svc = NuggetLabelService(
+        tasks=UNITS_OFF, backend=backend, llm=llm, settings=NuggetTaskSettings(concurrency=2)
+    )
     one = NuggetLabelsRequest(question="q", blocks=BLOCKS[:1], nuggets=NUGGETS, batch_size=1)
     two = NuggetLabelsRequest(question="q", blocks=BLOCKS[1:], nuggets=NUGGETS, batch_size=1)
     await asyncio.gather(svc.label(one), svc.label(two))
@@ -239,7 +248,9 @@ async def test_a_cache_per_slot_gets_a_requests_calls_back_to_back() -> None:
 
     backend.complete = counted  # type: ignore[method-assign]
     llm = FAST.model_copy(update={"concurrency": 2, "prefix_cache": "per_slot"})
-    svc = NuggetLabelService(backend=backend, llm=llm, settings=NuggetTaskSettings(concurrency=4))
+    svc = NuggetLabelService(
+        tasks=UNITS_OFF, backend=backend, llm=llm, settings=NuggetTaskSettings(concurrency=4)
+    )
     requests = [
         NuggetLabelsRequest(question="q", blocks=[block], nuggets=NUGGETS, batch_size=1)
         for block in BLOCKS[:2]

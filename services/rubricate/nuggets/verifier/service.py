@@ -45,6 +45,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rubricate.common.usage import Usage
+from rubricate.llm.assertions import shown_text
 from rubricate.llm.base import Completion, GenerationParams, Message
 from rubricate.llm.calls import (
     Rejected,
@@ -226,16 +227,21 @@ class NuggetLabelService(TaskService):
         size = 1 if self.design == "choices" else request.batch_size or self.default_batch_size()
         batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]
         addressing = addressing_by_part(request.blocks)
-        judged = [b for b in range(len(request.blocks)) if not (self.withhold and addressing[b])]
-        jobs = [(b, k, batch) for b in judged for k, batch in batches]
         usage = Usage()
+        withheld = [self.withhold and bool(a) for a in addressing]
+        shown, asserts = await self._read_blocks(request, withheld, usage)
+        # a block that addresses the judge (the markers: the second line) or asserts nothing
+        # (every unit withheld or not a claim) is judged by no one: not_support throughout
+        unjudged = [withheld[b] or not asserts[b] for b in range(len(request.blocks))]
+        judged = [b for b in range(len(request.blocks)) if not unjudged[b]]
+        jobs = [(b, k, batch) for b in judged for k, batch in batches]
         gate = asyncio.Semaphore(1 if self.gate.passes_back_to_back else self.settings.concurrency)
 
         async def run(b: int, batch: Sequence[str]) -> _Call:
             async with gate:
                 if self.design == "choices":
-                    return await self._choose(request, b, batch[0], usage)
-                return await self._judge(request, b, batch, usage)
+                    return await self._choose(request, shown, b, batch[0], usage)
+                return await self._judge(request, shown, b, batch, usage)
 
         started = time.perf_counter()
         with judge_metrics(TASK, request.mode, self.backend.name, usage):
@@ -248,7 +254,7 @@ class NuggetLabelService(TaskService):
         for b in range(len(request.blocks)):
             labels: list[Label] = []
             probs: list[dict[Label, float] | None] = []
-            if addressing[b] and self.withhold:
+            if unjudged[b]:
                 labels = ["not_support"] * len(nuggets)
                 probs = [dict(withheld) for _ in nuggets]
             for (jb, _, _), call in zip(jobs, results, strict=True):
@@ -298,13 +304,33 @@ class NuggetLabelService(TaskService):
             logprobs=s.top_logprobs if logprobs else None,
         )
 
+    async def _read_blocks(
+        self, request: NuggetLabelsRequest, withheld: Sequence[bool], usage: Usage
+    ) -> tuple[list[str], list[bool]]:
+        """Each block as the judge is shown it and whether it asserts anything: read as
+        assertion units (`llm.assertions`), its non-assertions replaced by notes without
+        their content (a hedged or denied list of the facts supports nothing), or as written
+        when the reading is off."""
+        if not self.units.on:
+            return list(request.blocks), [True] * len(request.blocks)
+        shown, asserts = [], []
+        for block, skip in zip(request.blocks, withheld, strict=True):
+            if skip:  # withheld whole by the markers: never shown, not read
+                shown.append("")
+                asserts.append(False)
+                continue
+            reading = await self.units.read(block, question=request.question, usage=usage)
+            shown.append(shown_text(reading))
+            asserts.append(reading.has_assertion)
+        return shown, asserts
+
     def _messages(
-        self, request: NuggetLabelsRequest, b: int, nuggets: Sequence[str]
+        self, request: NuggetLabelsRequest, shown: Sequence[str], b: int, nuggets: Sequence[str]
     ) -> list[Message]:
         s = self.settings
         return nugget_labels.build_messages(
             question=request.question,
-            block=request.blocks[b],
+            block=shown[b],
             block_index=b,
             n_blocks=len(request.blocks),
             nuggets=nuggets,
@@ -316,11 +342,16 @@ class NuggetLabelService(TaskService):
         )
 
     async def _choose(
-        self, request: NuggetLabelsRequest, b: int, nugget: str, usage: Usage
+        self,
+        request: NuggetLabelsRequest,
+        shown: Sequence[str],
+        b: int,
+        nugget: str,
+        usage: Usage,
     ) -> _Call:
         """The choices design: p(label) from one forward pass, then the calibrated label."""
         allowed = labels_for(request.mode)
-        messages = self._messages(request, b, [nugget])  # json, no reasoning: the design's terms
+        messages = self._messages(request, shown, b, [nugget])  # json, no reasoning
         scores = await scored_choices(
             self.backend,
             messages,
@@ -336,15 +367,18 @@ class NuggetLabelService(TaskService):
         probabilities: dict[Label, float] = {lab: w / total for lab, w in weights.items()}
         calibration = self.calibration if request.mode == "long" else None
         if calibration is not None:
-            probabilities = calibration.probabilities(
-                probabilities, overlap(nugget, request.blocks[b])
-            )
+            probabilities = calibration.probabilities(probabilities, overlap(nugget, shown[b]))
         label = max(allowed, key=lambda lab: probabilities[lab])
         parsed = ParsedLabels(labels=[label], spans=[(0, 0)], format="choices")
         return _Call(parsed=parsed, probabilities=[probabilities], repaired=False)
 
     async def _judge(
-        self, request: NuggetLabelsRequest, b: int, batch: Sequence[str], usage: Usage
+        self,
+        request: NuggetLabelsRequest,
+        shown: Sequence[str],
+        b: int,
+        batch: Sequence[str],
+        usage: Usage,
     ) -> _Call:
         """The generate design: the model writes the labels; one repair call quotes the
         problem with a reply that has none, or the wrong number."""
@@ -372,7 +406,7 @@ class NuggetLabelService(TaskService):
 
         return await repaired(
             call,
-            self._messages(request, b, batch),
+            self._messages(request, shown, b, batch),
             accept=accept,
             repair=lambda reason: nugget_labels.repair_message(
                 reason=reason, fmt=s.output_format, n=len(batch), mode=request.mode
