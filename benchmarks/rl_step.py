@@ -862,6 +862,36 @@ async def settle(client: httpx.AsyncClient, plat: Platform, seen: int, quiet_s: 
     return int(requests - seen)
 
 
+def start_profilers(
+    plat: Platform, run: str, args: argparse.Namespace
+) -> list[subprocess.Popen[bytes]]:
+    """`--profile DIR`: py-spy (from PyPI) samples each platform process during the run,
+    written as collapsed stacks (`DIR/<run>-<process>.txt`, one line per stack and count)."""
+    if not getattr(args, "profile", None):
+        return []
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    out = Path(args.profile)
+    out.mkdir(parents=True, exist_ok=True)
+    started = []
+    for name, proc in plat.procs.items():
+        if name not in PLATFORM or not proc.alive():
+            continue
+        argv = [spy, "record", "--pid", str(proc.popen.pid), "--rate", "100", "--format", "raw"]
+        argv += ["--output", str(out / f"{run}-{name}.txt"), "--nonblocking"]
+        started.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return started
+
+
+def stop_profilers(profilers: list[subprocess.Popen[bytes]]) -> None:
+    for spy in profilers:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+    for spy in profilers:
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+
+
 async def measure(
     pattern: str,
     plat: Platform,
@@ -876,6 +906,7 @@ async def measure(
             proc.reset_peak()
         before = await snapshot(plat, client)
         tally = Tally(outcomes={(s.group, s.index): Outcome() for s in samples})
+        profilers = start_profilers(plat, f"{len(samples)}-{pattern}-{tenant}", args)
         started = time.monotonic()
         try:
             await asyncio.wait_for(
@@ -887,6 +918,7 @@ async def measure(
                 if out.status not in ("200",):
                     out.status = f"unanswered after {args.run_timeout:g} s"
         wall = time.monotonic() - started
+        stop_profilers(profilers)
         after = await snapshot(plat, client)
         sim = (await client.get(f"{plat.sim_url}/sim/stats")).json()
         trailing = await settle(client, plat, sim["requests"], args.settle_s)
@@ -1200,6 +1232,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--ref-concurrency", type=int, default=4, help="groups in flight in the reference pass"
     )
     parser.add_argument("--keep-logs", action="store_true")
+    parser.add_argument(
+        "--profile", default=None, help="DIR: py-spy each platform process during each run"
+    )
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
     if args.settle_s is None:

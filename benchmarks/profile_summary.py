@@ -1,0 +1,75 @@
+"""Where a process's CPU went, from py-spy's collapsed stacks (`rl_step.py --profile DIR`).
+
+    python benchmarks/profile_summary.py DIR/1024-openrlhf-rl-1024-openrlhf-gateway.txt [--top 25]
+
+Prints the share of samples per leaf function (self time) and per package of the leaf
+(rubricate, starlette/fastapi, pydantic, httpx/httpcore, redis, asyncio, json, ...), and the
+rubricate functions on the stack most often (inclusive time).
+"""
+
+import argparse
+import re
+from collections import Counter
+from pathlib import Path
+
+FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
+
+
+def package(path: str) -> str:
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1].split("/", 1)[0]
+    if "/rubricate/" in path or "rubricate_client" in path:
+        return "rubricate"
+    if "/lib/python3" in path:
+        return "stdlib:" + path.rsplit("/", 1)[-1].removesuffix(".py")
+    return path.rsplit("/", 1)[-1]
+
+
+def summarize(path: Path, top: int) -> None:
+    leaves: Counter[str] = Counter()
+    packages: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        leaf = frames[-1]
+        m = FRAME.match(leaf)
+        leaves[leaf] += count
+        packages[package(m.group("file")) if m else leaf] += count
+        seen = set()
+        for frame in frames:
+            fm = FRAME.match(frame)
+            if fm and package(fm.group("file")) == "rubricate" and frame not in seen:
+                seen.add(frame)
+                inclusive[frame] += count
+    if not total:
+        print(f"{path}: no samples")
+        return
+    print(f"== {path.name}: {total} samples")
+    print("-- by package of the leaf frame")
+    for name, n in packages.most_common(top):
+        print(f"{100 * n / total:6.1f} %  {name}")
+    print("-- leaf functions (self)")
+    for name, n in leaves.most_common(top):
+        print(f"{100 * n / total:6.1f} %  {name[:150]}")
+    print("-- rubricate functions on the stack (inclusive)")
+    for name, n in inclusive.most_common(top):
+        print(f"{100 * n / total:6.1f} %  {name[:150]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--top", type=int, default=20)
+    args = parser.parse_args()
+    for path in args.files:
+        summarize(path, args.top)
+
+
+if __name__ == "__main__":
+    main()
