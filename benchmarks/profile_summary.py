@@ -16,13 +16,14 @@ FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
 
 
 def package(path: str) -> str:
+    """The top package of a frame's file as py-spy names it (`asyncio/events.py`,
+    `rubricate/common/auth.py`, or a full path for files outside sys.path)."""
     if "site-packages/" in path:
-        return path.split("site-packages/", 1)[1].split("/", 1)[0]
-    if "/rubricate/" in path or "rubricate_client" in path:
-        return "rubricate"
-    if "/lib/python3" in path:
-        return "stdlib:" + path.rsplit("/", 1)[-1].removesuffix(".py")
-    return path.rsplit("/", 1)[-1]
+        path = path.split("site-packages/", 1)[1]
+    if path.startswith("/"):
+        return path.rsplit("/", 1)[-1]
+    head = path.split("/", 1)[0]
+    return "rubricate" if head.startswith("rubricate") else head.removesuffix(".py")
 
 
 def summarize(path: Path, top: int) -> None:
@@ -44,7 +45,8 @@ def summarize(path: Path, top: int) -> None:
         seen = set()
         for frame in frames:
             fm = FRAME.match(frame)
-            if fm and package(fm.group("file")) == "rubricate" and frame not in seen:
+            own = fm and package(fm.group("file")) == "rubricate" and "<module>" not in frame
+            if own and frame not in seen:
                 seen.add(frame)
                 inclusive[frame] += count
     if not total:
