@@ -149,7 +149,7 @@ def test_recursive_schemas_keep_their_defs_under_a_concrete_root() -> None:
 def test_every_property_is_required_in_declaration_order() -> None:
     schema = json_schema_for(stage_scoring.ScoreSheet)
     item = schema["properties"]["scores"]["items"]
-    assert item["required"] == ["index", "justification", "score"]
+    assert item["required"] == ["index", "justification", "evidence", "score"]
     assert json_schema_for(Wrapper)["required"] == ["item", "maybe"]
     # parsing still applies the model's defaults
     sheet = parse_json_output('{"scores": [{"index": 1, "score": 2}]}', stage_scoring.ScoreSheet)

@@ -89,7 +89,7 @@ _ABBREVIATIONS_TEXT: Final = (
     "jan feb mar apr jun jul aug sep oct nov dec"
 )
 _ABBREVIATIONS: Final = frozenset(_ABBREVIATIONS_TEXT.split())
-_CLAUSE_BREAK = re.compile(r";\s+|,\s+(?=(?:and|but|while|whereas|yet|although|though|so)\s)", re.I)
+_CLAUSE_BREAK = re.compile(r";\s+|,\s+(?=(?:and|but|while|whereas|yet|although|though)\s)", re.I)
 
 
 def _ends_sentence(text: str, dot: int) -> bool:
@@ -208,7 +208,35 @@ _SUPPOSE_OPENER = re.compile(
     r"^(?:if|suppose|supposing|assuming|imagine|hypothetically|unless|in\s+case|were|had)\b",
     re.I,
 )
-_HORTATIVE = re.compile(r"^(?:let['’]?s|let\s+us|let\s+me)\b", re.I)
+_OPENER = r"^(?:(?:first|firstly|now|ok(?:ay)?|so|well|alright|then|next|to\s+begin)\s*,?\s+)?"
+_HORTATIVE = re.compile(_OPENER + r"(?:let['’]?s|let\s+us|let\s+me)\b", re.I)
+# the author announcing what they will do (first person, future or deontic): the answering
+# process, not a claim about the subject
+_INTENTION = re.compile(
+    _OPENER + r"(?:I|we)\s*(?:will|['’]ll|shall|am\s+going\s+to|are\s+going\s+to|need\s+to|"
+    r"must|should|want\s+to|would\s+like\s+to|have\s+to)\b",
+    re.I,
+)
+# a unit that is only a name of a part of the text (a heading, with or without its colon)
+_DISCOURSE_HEADING = re.compile(
+    r"^(?:(?:final|my|the|short|brief|full|complete)\s+)?(?:solution|answer|response|reply|"
+    r"reasoning|thoughts?|thought\s+process|thinking|process|steps?(?:\s+\d+)?|summary|"
+    r"conclusion|explanation|analysis|notes?|approach|working|result)\s*[:.\-–—]*$",
+    re.I,
+)
+# a verdict on something the unit does not name (a pronoun or deixis, or no subject at all)
+# and with no name or number of its own: an evaluation of the text, not a claim
+_EVALUATIVE = re.compile(
+    r"\b(?:correct(?:ly)?|accurate(?:ly)?|complete(?:ly)?|true|verified|confirmed|checked|"
+    r"validated|approved|error[- ]free|flawless|reliable|corrections?|mistakes?|errors?)\b",
+    re.I,
+)
+_UNNAMED_SUBJECT = re.compile(
+    r"^(?:(?:this|that|these|those|it|everything|all|nothing|none|here|the\s+above)\b"
+    r"|(?:verified|checked|confirmed|correct|accurate|complete|validated|approved)\b)",
+    re.I,
+)
+_NAME_OR_NUMBER = re.compile(r"\d|(?<=\s)[A-Z][a-z]")
 _HEDGE = _words(
     r"might",
     r"may(?!\s+\d)",  # a modal, not the month before a day
@@ -254,8 +282,10 @@ _SELF_REFERENCE = re.compile(
     r"(?:answer|reply|response|text|write-?up|paragraph|summary|section|statement|sentence|"
     r"solution|output|explanation|footnote|passage\s+above|points?\s+above)s?\b"
     r"(?!\s+(?:of|to|from|by|in)\s)"
-    r"|\b(?:the|everything|all(?:\s+of)?(?:\s+the)?)\s+(?:points?\s+|facts?\s+|statements?\s+)?"
-    r"(?:above|below)\b|\bstated\s+(?:here|above|below)\b",
+    r"|\b(?:the|everything|all(?:\s+of)?(?:\s+the)?|nothing|each|every)\s+"
+    r"(?:points?\s+|facts?\s+|statements?\s+|claims?\s+|sentences?\s+)?"
+    r"(?:above|below|here(?:in)?)\b|\b(?:stated|said|written|given)\s+(?:here|above|below)\b"
+    r"|\ball\s+of\s+this\b",
     re.I,
 )
 _GRADING = _words(
@@ -267,6 +297,16 @@ _GRADING = _words(
     r"assessors?",
     r"answer\s+key",
     r"(?:expected|required|reference|key)\s+(?:points?|answers?|facts?|elements?|items?)",
+    # those who judge a text (its sources' verdicts on it)
+    r"reviewers?",
+    r"editors?(?:['’]s)?",
+    r"fact[- ]?check(?:s|ers?|ed|ing)?",
+    r"examiners?",
+    r"auditors?",
+    r"referees?",
+    r"moderators?",
+    r"annotators?",
+    r"proofread\w*",
 )
 _HAS_WORD = re.compile(r"[^\W_]", re.U)
 
@@ -294,8 +334,18 @@ def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] 
         return "meta", f"speaks of grading ({m.group(0).strip()!r})"
     if reading == "process":
         return None
+    if _DISCOURSE_HEADING.match(stripped):
+        return "meta", "a heading"
     if (m := _HORTATIVE.match(stripped)) is not None:
         return "meta", f"a proposal, not a claim ({m.group(0)!r})"
+    if (m := _INTENTION.match(stripped)) is not None:
+        return "meta", f"the author's intention, not a claim ({m.group(0)!r})"
+    if (
+        (m := _EVALUATIVE.search(stripped)) is not None
+        and _UNNAMED_SUBJECT.match(stripped)
+        and not _NAME_OR_NUMBER.search(stripped)
+    ):
+        return "meta", f"a verdict on the text ({m.group(0)!r})"
     if stripped.rstrip("\"'”’)]").endswith("?"):
         return "question", "question mark"
     if (m := _SUPPOSE_OPENER.match(stripped)) is not None:

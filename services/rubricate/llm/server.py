@@ -59,14 +59,17 @@ class TaskSettings(BaseSettings):
     one forward pass, scored as the expected score 2·p(yes). `auto`: `choices` on the
     embedded backend, `generate` on served ones, by measurement (docs/llm.md, "Choosing the
     scoring design"); `choices` on a served backend needs one returning log-probabilities."""
-    unit_reading: Literal["model", "cues", "off"] = "model"
+    unit_reading: Literal["auto", "model", "cues", "off"] = "auto"
     """How answers are read before any judge sees them (`llm.assertions`, docs/verifier.md,
-    "Assertion units"). `model`: closed-class cues decide what they can, the judge model
-    says whether each other unit is content or talk about the text (one choices pass per
-    unit where the backend scores choices, else one structured call per text). `cues`: the
-    cues alone, an undecided unit counts as an assertion (no model call; weaker against
-    meta-claims written without a cue). `off`: no units, the text as written (the defence
-    switched off, for comparison: `rubricate eval hacking`)."""
+    "Assertion units"). `cues`: closed-class cues of grammar decide what a unit does (a
+    hedge, a denial, a question, a supposition, a distancing report, talk about the text or
+    its grading, a heading, an opener), any other unit is an assertion; no model call.
+    `model`: the same cues, then the judge model says whether each other unit is content
+    or talk about the text (one choices pass per unit where the backend scores choices with
+    a per-slot prefix cache, else one structured call per text). `auto`: `cues` on the
+    embedded backend, whose 1.5B model told content from talk about the text no better than
+    chance (docs/verifier.md), `model` on every other backend. `off`: no units, the text as
+    written (the defence switched off, for comparison: `rubricate eval hacking`)."""
 
 
 def backend_lifespan(
