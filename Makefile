@@ -90,8 +90,21 @@ $(BROWSER): | $(STAMP)
 # - openrlhf: `--no-deps`, because its requirements (deepspeed, flash-attn, pinned CUDA builds)
 #   do not install on a CPU machine; plus the subset its reward fetch and utils import
 #   (aiohttp, transformers 5.15, sympy, pylatexenc).
+# - verifiers: `verifiers==0.4.*` (Prime Intellect's environments; no PyTorch: its rubrics and
+#   judges are plain Python with an OpenAI client).
+# - nemo-gym: `nemo-gym==0.7.*`, which requires Python >= 3.13.14. No registry reached here
+#   serves such an interpreter (Debian bookworm has 3.11; PyPI's interpreter installers fetch
+#   builds from elsewhere at run time), so the venv is built with the newest local 3.13+
+#   (NEMO_GYM_PYTHON: the machine image's pyenv 3.13.0) and pip's --ignore-requires-python:
+#   see docs/integrations/nemo-gym.md. No PyTorch either (the torch file on disk is for 3.11).
 TRAINER_VENVS := .venvs
-TRAINER_STAMPS := $(TRAINER_VENVS)/trl/.installed $(TRAINER_VENVS)/verl/.installed $(TRAINER_VENVS)/openrlhf/.installed
+TRAINER_STAMPS := $(TRAINER_VENVS)/trl/.installed $(TRAINER_VENVS)/verl/.installed $(TRAINER_VENVS)/openrlhf/.installed \
+	$(TRAINER_VENVS)/verifiers/.installed $(TRAINER_VENVS)/nemo-gym/.installed
+# the newest Python 3.13+ that runs: on PATH, else pyenv's versions (its shims refuse a version
+# that is not selected)
+NEMO_GYM_PYTHON ?= $(shell for p in $$(command -v python3.14 python3.13 2>/dev/null) \
+	$$(ls -d $(HOME)/.pyenv/versions/3.1[3-9]*/bin/python3 2>/dev/null | sort -V -r); do \
+	"$$p" -c 'import sys; assert sys.version_info >= (3, 13)' 2>/dev/null && { echo "$$p"; break; }; done)
 TRAINER_DEPS := requirements-cpu.txt clients/python/pyproject.toml clients/python/setup.py
 .PRECIOUS: $(TRAINER_VENVS)/%/.venv-base
 
@@ -118,7 +131,21 @@ $(TRAINER_VENVS)/openrlhf/.installed: $(TRAINER_VENVS)/openrlhf/.venv-base
 	$(@D)/bin/python -m pip install --quiet aiohttp 'transformers==5.15.0' sympy pylatexenc
 	@touch $@
 
-trainer-venvs: $(TRAINER_STAMPS)  ## the TRL, veRL and OpenRLHF virtualenvs of tests/trainers/
+$(TRAINER_VENVS)/verifiers/.installed: $(TRAINER_DEPS) | $(PROTO_STAMP)
+	@test -x $(@D)/bin/python || $(PYTHON) -m venv $(@D)
+	$(@D)/bin/python -m pip install --quiet --upgrade pip wheel setuptools
+	$(@D)/bin/python -m pip install --quiet -e './clients/python' 'verifiers==0.4.*'
+	@touch $@
+
+$(TRAINER_VENVS)/nemo-gym/.installed: $(TRAINER_DEPS) | $(PROTO_STAMP)
+	@test -n '$(NEMO_GYM_PYTHON)' || { echo 'no Python >= 3.13 found for .venvs/nemo-gym: set NEMO_GYM_PYTHON'; exit 1; }
+	@test -x $(@D)/bin/python || '$(NEMO_GYM_PYTHON)' -m venv $(@D)
+	$(@D)/bin/python -m pip install --quiet --upgrade pip wheel setuptools
+	@# NeMo Gym 0.7 declares Requires-Python >=3.13.14; the newest interpreter here is older
+	$(@D)/bin/python -m pip install --quiet --ignore-requires-python -e './clients/python' 'nemo-gym==0.7.*'
+	@touch $@
+
+trainer-venvs: $(TRAINER_STAMPS)  ## the TRL, veRL, OpenRLHF, verifiers and NeMo Gym virtualenvs of tests/trainers/
 
 demo: setup  ## score a bundled rollout group on the embedded model, print R, G, A and rubrics
 	$(BIN)/rubricate demo
