@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from rubricate.core.words import content_words
+from rubricate.core.words import STOP_WORDS, content_words
 
 UnitKind = Literal["assert", "meta", "hedge", "negate", "question", "suppose", "report"]
 UNIT_KINDS: Final[tuple[UnitKind, ...]] = (
@@ -202,8 +202,25 @@ def _words(*alternatives: str) -> re.Pattern[str]:
 
 # A unit that continues the clause before it with a complementiser or a disjunction keeps that
 # clause's kind ("it is not true that A, and that B"; "whether A, or B").
-_CONTINUES = re.compile(r"^(?:and|or|nor)\s+(?:that|whether|if)\b|^(?:or|nor)\b", re.I)
+_CONTINUES = re.compile(
+    r"^(?:and|or|nor)\s+(?:\w+\s+){0,3}?(?:that|whether|if)\b|^(?:or|nor)\b", re.I
+)
 
+# what an answer would, should or might say: a counterfactual report, not a claim
+_COUNTERFACTUAL = re.compile(
+    r"\b(?:would|should|could|might|ought\s+to)\s+(?:\w+\s+)?(?:say|state|mention|include|note|"
+    r"explain|cover|read|contain|list|name|point\s+out)\b",
+    re.I,
+)
+_MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>")
+"""A markup tag (`<answer>`, `</review>`): the material's structure, not content."""
+# a checklist entry: a statement annotated with a verdict ("A: covered", "A — ✓")
+_CHECKLIST = re.compile(
+    r"(?:[:\-–—]|\(|\[)\s*(?:covered|addressed|included|mentioned|present|satisfied|met|yes|"
+    r"done|ok|okay|correct|verified|confirmed|true|check(?:ed)?|[✓✔☑✅])\s*[)\].!]*$",
+    re.I,
+)
+_COMPLEMENT = re.compile(r"^(?:and|or|nor)\s+(?:\w+\s+){0,3}?(?:that|whether|if)\b", re.I)
 _SUPPOSE_OPENER = re.compile(
     r"^(?:if|suppose|supposing|assuming|imagine|hypothetically|unless|in\s+case|were|had)\b",
     re.I,
@@ -259,7 +276,13 @@ _HEDGE = _words(
     r"I\s+(?:guess|wonder)",
 )
 _NEGATE = _words(r"not", r"no", r"never", r"none", r"neither", r"nor", r"nobody", r"nothing")
-_NEGATE_CONTRACTED = re.compile(r"\w+n['’]t\b|\bcannot\b|\b(?:false|untrue)\s+that\b", re.I)
+_NEGATE_CONTRACTED = re.compile(
+    r"\w+n['’]t\b|\bcannot\b|\b(?:false|untrue)\s+that\b"
+    # a denial by predicate: "whoever says A is mistaken", "that A is a myth"
+    r"|\b(?:is|are|was|were|be|been)\s+(?:(?:simply|plainly|clearly)\s+)?(?:wrong|mistaken|false|"
+    r"incorrect|untrue|erroneous|a\s+myth|a\s+misconception)\b",
+    re.I,
+)
 # negators that do not deny the clause's content ("not only", "not until 1995", "no fewer
 # than", "none other than", "No. 5"): removed before looking for a negator
 _NOT_A_DENIAL = re.compile(
@@ -281,6 +304,8 @@ _SELF_REFERENCE = re.compile(
     r"\b(?:this|the|my|above|following|preceding|previous|present|foregoing)\s+"
     r"(?:answer|reply|response|text|write-?up|paragraph|summary|section|statement|sentence|"
     r"solution|output|explanation|footnote|passage\s+above|points?\s+above)s?\b"
+    r"|\b(?:a|an)\s+(?:complete|full|correct|good|ideal|perfect|model|right|thorough)\s+"
+    r"(?:answer|response|reply|solution)\b"
     r"(?!\s+(?:of|to|from|by|in)\s)"
     r"|\b(?:the|everything|all(?:\s+of)?(?:\s+the)?|nothing|each|every)\s+"
     r"(?:points?\s+|facts?\s+|statements?\s+|claims?\s+|sentences?\s+)?"
@@ -296,7 +321,10 @@ _GRADING = _words(
     r"evaluators?",
     r"assessors?",
     r"answer\s+key",
-    r"(?:expected|required|reference|key)\s+(?:points?|answers?|facts?|elements?|items?)",
+    r"(?:expected|required|reference|key|sample|model|ideal|official|gold|correct|right|"
+    r"suggested|standard|target)\s+(?:points?|answers?|solutions?|responses?|facts?|"
+    r"elements?|items?)",
+    r"points?\s+to\s+(?:cover|include|mention|make|address|hit)",
     # those who judge a text (its sources' verdicts on it)
     r"reviewers?",
     r"editors?(?:['’]s)?",
@@ -308,6 +336,7 @@ _GRADING = _words(
     r"annotators?",
     r"proofread\w*",
 )
+_STOPS: Final = STOP_WORDS - {"no", "not"}
 _HAS_WORD = re.compile(r"[^\W_]", re.U)
 
 
@@ -323,15 +352,24 @@ def _denies(text: str) -> str:
 def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] | None:
     """(kind, cue) where a closed-class cue decides what `text` does, else None (the judge
     model decides: content or meta). `process` material is read for meta only."""
-    stripped = text.strip()
+    stripped = _MARKUP.sub(" ", text).strip()
     if not _HAS_WORD.search(stripped) or (not content_words(stripped) and len(stripped) < 40):
         return "meta", "no content"
-    if stripped.endswith(":") and len(stripped.split()) <= 4:
-        return "meta", "a heading"
+    words = stripped.split()
+    if (
+        len(words) >= 6
+        and ", " not in stripped
+        and not _STOPS.intersection(w.lower().strip("#.;:!?\"'()") for w in words)
+    ):
+        return "meta", "a run of words, not a sentence"
+    if _CHECKLIST.search(stripped):
+        return "meta", "a checklist verdict"
     if (m := _SELF_REFERENCE.search(stripped)) is not None:
         return "meta", f"refers to the text itself ({m.group(0).strip()!r})"
     if (m := _GRADING.search(stripped)) is not None:
         return "meta", f"speaks of grading ({m.group(0).strip()!r})"
+    if stripped.endswith(":") and len(stripped.split()) <= 4:
+        return "meta", "a heading"
     if reading == "process":
         return None
     if _DISCOURSE_HEADING.match(stripped):
@@ -348,6 +386,8 @@ def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] 
         return "meta", f"a verdict on the text ({m.group(0)!r})"
     if stripped.rstrip("\"'”’)]").endswith("?"):
         return "question", "question mark"
+    if (m := _COUNTERFACTUAL.search(stripped)) is not None:
+        return "suppose", f"what would be said, not a claim ({m.group(0)!r})"
     if (m := _SUPPOSE_OPENER.match(stripped)) is not None:
         return "suppose", f"conditional opener ({m.group(0)!r})"
     if (m := _HEDGE.search(stripped)) is not None:
@@ -359,23 +399,64 @@ def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] 
     return None
 
 
-def read_cues(units: Sequence[Unit], *, reading: Reading = "claims") -> list[Unit]:
-    """`units` with every kind a cue decides; a continuation clause (`_CONTINUES`) of a
-    non-assertion takes that clause's kind; the rest stay undecided (kind None)."""
+def read_cues(units: Sequence[Unit], *, reading: Reading = "claims", text: str = "") -> list[Unit]:
+    """`units` (of `text`) with every kind a cue decides; a continuation clause of a
+    non-assertion takes that clause's kind (`_CONTINUES`; after talk about the text, only a
+    complement clause: "…would say that A, and that B"); the units after a label that speaks
+    of the text or its grading and ends with a colon ("The expected answer is:") are quoted
+    under it (`report`) until a blank line; the rest stay undecided (kind None)."""
     out: list[Unit] = []
+    frame: Unit | None = None
     for unit in units:
-        found = cue_kind(unit.text, reading=reading)
         previous = out[-1] if out else None
+        if frame is not None and previous is not None and "\n\n" in text[previous.end : unit.start]:
+            frame = None
+        found = cue_kind(unit.text, reading=reading)
+        if found is None and reading == "claims" and frame is not None:
+            found = "report", f"quoted under {frame.id}"
         if (
             found is None
             and reading == "claims"
             and previous is not None
-            and previous.kind not in (None, "assert", "meta")
-            and _CONTINUES.match(unit.text)
+            and previous.kind not in (None, "assert")
+            and (_COMPLEMENT if previous.kind == "meta" else _CONTINUES).match(unit.text)
         ):
             assert previous.kind is not None
             found = previous.kind, f"continues {previous.id}"
-        out.append(unit if found is None else unit.decided(*found))
+        decided = unit if found is None else unit.decided(*found)
+        if (
+            decided.kind == "meta"
+            and decided.cue.startswith(("speaks of grading", "refers to the text"))
+            and decided.text.rstrip().endswith(":")
+        ):
+            frame = decided
+        out.append(decided)
+    return _single_word_columns(out, text)
+
+
+_COLUMN_MIN: Final = 5
+
+
+def _single_word_columns(units: list[Unit], text: str) -> list[Unit]:
+    """Runs of at least `_COLUMN_MIN` undecided one-word units in one paragraph (keywords
+    stacked one per line) read as meta: a column of words asserts nothing."""
+    out = list(units)
+    run: list[int] = []
+
+    def close() -> None:
+        if len(run) >= _COLUMN_MIN:
+            for i in run:
+                out[i] = out[i].decided("meta", "a column of single words, not a sentence")
+        run.clear()
+
+    for i, unit in enumerate(units):
+        if run and "\n\n" in text[units[run[-1]].end : unit.start]:
+            close()
+        if unit.kind is None and len(_MARKUP.sub(" ", unit.text).split()) == 1:
+            run.append(i)
+        else:
+            close()
+    close()
     return out
 
 

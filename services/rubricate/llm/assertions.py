@@ -178,7 +178,7 @@ class UnitReader:
     ) -> UnitReading:
         """`text` as decided units. Raises `LLMError` when the model fails after its
         retries (a reading is never guessed: the judge call that needed it fails too)."""
-        units = read_cues(split_units(text, prefix=prefix), reading=reading)
+        units = read_cues(split_units(text, prefix=prefix), reading=reading, text=text)
         undecided: list[Unit] = []
         decided: dict[str, Unit] = {}
         for unit in units:
