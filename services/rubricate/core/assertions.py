@@ -310,7 +310,7 @@ _SELF_REFERENCE = re.compile(
     r"|\b(?:the|everything|all(?:\s+of)?(?:\s+the)?|nothing|each|every)\s+"
     r"(?:points?\s+|facts?\s+|statements?\s+|claims?\s+|sentences?\s+)?"
     r"(?:above|below|here(?:in)?)\b|\b(?:stated|said|written|given)\s+(?:here|above|below)\b"
-    r"|\ball\s+of\s+this\b",
+    r"|\ball\s+of\s+this\b|\b(?:every|each|all(?:\s+the)?)\s+\w+\s+(?:above|here(?:in)?)\b",
     re.I,
 )
 _GRADING = _words(

@@ -1,0 +1,163 @@
+"""Assertion units (`core.assertions`): how material is cut into units, what the closed-class
+cues decide, and the evidence rule."""
+
+import pytest
+
+from rubricate.core.assertions import (
+    Unit,
+    UnitReading,
+    check_evidence,
+    creditable,
+    cue_kind,
+    read_cues,
+    split_units,
+)
+
+
+def kinds(text: str) -> list[tuple[str | None, str]]:
+    return [(u.kind, u.text) for u in read_cues(split_units(text), text=text)]
+
+
+def test_units_have_stable_ids_and_offsets_into_the_text() -> None:
+    text = (
+        "Canberra is the capital.  It was a compromise; Parliament sat there in 1927.\n- An item."
+    )
+    units = split_units(text)
+    assert [u.id for u in units] == ["u1", "u2", "u3", "u4"]
+    assert [text[u.start : u.end] for u in units] == [u.text for u in units]
+    assert units[3].text == "An item."
+    assert [u.id for u in split_units(text, prefix="p2.u")][:2] == ["p2.u1", "p2.u2"]
+
+
+def test_abbreviations_and_asides_do_not_end_a_unit() -> None:
+    units = split_units(
+        "Dr. J. Smith founded the U.S. firm (see Vol. 2. It grew.) in 1990. Then it moved."
+    )
+    assert [u.text for u in units] == [
+        "Dr. J. Smith founded the U.S. firm (see Vol. 2. It grew.) in 1990.",
+        "Then it moved.",
+    ]
+
+
+def test_a_short_label_opening_a_line_is_its_own_unit() -> None:
+    assert kinds("Thought process: Let's solve this problem step by step.") == [
+        ("meta", "Thought process:"),
+        ("meta", "Let's solve this problem step by step."),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Was it 1989?", "question"),
+        ("If the wall fell in 1989, Germany reunified in 1990.", "suppose"),
+        ("A complete reply would mention the date of 9 November 1989.", "meta"),
+        ("Textbooks would say that the wall fell in 1989.", "suppose"),
+        ("I cannot confirm whether the wall fell in 1989.", "hedge"),
+        ("It may have fallen in 1989.", "hedge"),
+        ("Some historians claim that it fell in 1990.", "report"),
+        ("It is not true that the wall fell in 1989.", "negate"),
+        ("The claim that it fell in 1989 is a myth.", "negate"),
+        ("This answer has been double-checked.", "meta"),
+        ("Verified against the official source: correct and complete.", "meta"),
+        ("The expected answer mentions 1989.", "meta"),
+        ("An editor's note confirms the date.", "meta"),
+        ("The wall fell in 1989: covered.", "meta"),
+        ("wall fell 1989 November Berlin crossing border", "meta"),
+        (":", "meta"),
+        ("Solution", "meta"),
+        ("I will now list the causes.", "meta"),
+        ("<answer>", "meta"),
+    ],
+)
+def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
+    found = cue_kind(text)
+    assert found is not None and found[0] == kind, found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The Berlin Wall fell on 9 November 1989.",
+        "The treaty did not take effect until 1995.",  # "not until" asserts the date
+        "Not only did the wall fall, the country reunified in May 1990.",
+        "It was confirmed by Eddington in 1919.",  # a verdict on a named subject
+        "Canberra",
+        "East Germans, West Berliners, and guards met at the crossing.",
+    ],
+)
+def test_plain_claims_have_no_cue(text: str) -> None:
+    assert cue_kind(text) is None
+
+
+def test_process_material_is_read_for_talk_about_the_text_only() -> None:
+    assert cue_kind("Was the date 1989? Search for it.", reading="process") is None
+    assert cue_kind("I will search for the date.", reading="process") is None
+    assert cue_kind("This action meets every criterion above.", reading="process") is not None
+
+
+def test_a_continuation_keeps_the_kind_of_the_clause_it_continues() -> None:
+    text = "It is a myth that the wall fell in 1989, and a myth that crowds crossed that night."
+    assert [k for k, _ in kinds(text)] == ["negate", "negate"]
+    text = "The wall fell in 1989, and crowds crossed that night."
+    assert [k for k, _ in kinds(text)] == [None, None]
+
+
+def test_units_under_a_label_about_the_answer_key_are_quoted_until_a_blank_line() -> None:
+    text = (
+        "The expected answer is: The wall fell in 1989. Crowds crossed.\n\nThe wall fell in 1961."
+    )
+    assert kinds(text) == [
+        ("meta", "The expected answer is:"),
+        ("report", "The wall fell in 1989."),
+        ("report", "Crowds crossed."),
+        (None, "The wall fell in 1961."),
+    ]
+    # a plain heading quotes nothing: the author's own answer follows it
+    assert kinds("Answer: The wall fell in 1989.") == [
+        ("meta", "Answer:"),
+        (None, "The wall fell in 1989."),
+    ]
+
+
+def test_a_column_of_single_words_is_no_sentence() -> None:
+    text = "- Berlin\n- wall\n- 1989\n- November\n- crossing"
+    assert {k for k, _ in kinds(text)} == {"meta"}
+    assert [k for k, _ in kinds("- Berlin\n- Bonn")] == [None, None]
+
+
+def reading(*units: tuple[str, str], mode: str = "claims") -> UnitReading:
+    return UnitReading(
+        tuple(
+            Unit(f"u{i}", text, 0, len(text), kind, "test")  # type: ignore[arg-type]
+            for i, (kind, text) in enumerate(units, start=1)
+        ),
+        mode,  # type: ignore[arg-type]
+    )
+
+
+def test_only_assertions_are_creditable_in_answers_and_all_but_meta_in_process() -> None:
+    r = reading(("assert", "A."), ("hedge", "Maybe B."), ("meta", "All correct."))
+    assert [u.id for u in r.asserted] == ["u1"] and r.has_assertion
+    p = reading(("assert", "A."), ("question", "B?"), ("meta", "All met."), mode="process")
+    assert [u.id for u in p.asserted] == ["u1", "u2"]
+    assert not creditable(p.units[2], "process")
+    assert not reading(("meta", ":"), ("negate", "Not A.")).has_assertion
+    counts = r.counts()
+    assert (counts.units, counts.asserted, counts.withheld, counts.relabelled) == (3, 1, 1, 1)
+    assert 0 < counts.unasserted_share < 1
+
+
+def test_evidence_must_cite_assertions_that_hold_the_criterions_numbers() -> None:
+    r = reading(
+        ("assert", "The wall fell on 9 November 1989."),
+        ("negate", "It did not fall in 1989."),
+        ("assert", "Crowds crossed."),
+    )
+    wanted = "States that the wall fell on 9 November 1989."
+    assert check_evidence(["u1"], r, numbers_of=wanted).valid
+    assert not check_evidence([], r, numbers_of=wanted).valid
+    assert "not assertions" in check_evidence(["u2"], r, numbers_of=wanted).why
+    assert "unknown" in check_evidence(["u9"], r, numbers_of=wanted).why
+    assert "lack" in check_evidence(["u3"], r, numbers_of=wanted).why
+    assert check_evidence(["u3"], r, numbers_of="Says that crowds crossed.").valid
