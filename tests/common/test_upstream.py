@@ -257,3 +257,63 @@ async def test_a_get_that_timed_out_and_a_connect_timeout_are_retried() -> None:
     fake = FakeUpstream(httpx.ConnectTimeout("no route"), ok(4))
     out = await client(fake).request("POST", "/t", json={}, response_model=Echo)
     assert out.value == 4 and len(fake.requests) == 2
+
+
+async def test_a_refused_connection_is_held_beyond_the_retries_until_the_upstream_listens() -> None:
+    """Issue 33: a model server restarting refuses connections for longer than the retries
+    last; with `connect_wait_s` the call (a POST: nothing was sent) is tried again until it
+    connects, instead of failing after `retries`."""
+    refused = [httpx.ConnectError("refused") for _ in range(5)]
+    fake = FakeUpstream(*refused, ok(3))
+    out = await client(fake, retries=0, connect_wait_s=5.0).request(
+        "POST", "/t", json={}, response_model=Echo
+    )
+    assert out.value == 3 and len(fake.requests) == 6
+
+
+async def test_the_connect_hold_is_bounded_and_covers_only_calls_never_sent() -> None:
+    """Past `connect_wait_s` the refusal is raised (`upstream_unreachable`, not connected);
+    a call that was sent and lost its connection is retried only `retries` times, and
+    `retry=False` is never held."""
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    started = time.monotonic()
+    with pytest.raises(UpstreamError) as caught:
+        await client(refuse, retries=0, connect_wait_s=0.3).request(
+            "POST", "/t", json={}, response_model=Echo
+        )
+    assert time.monotonic() - started >= 0.3
+    assert caught.value.type == "upstream_unreachable" and caught.value.not_connected
+    assert upstream.unreachable(caught.value)
+
+    dropped = FakeUpstream(httpx.ReadError("reset"), ok())
+    with pytest.raises(UpstreamError) as caught:
+        await client(dropped, retries=0, connect_wait_s=5.0).request(
+            "POST", "/t", json={}, response_model=Echo
+        )
+    assert not caught.value.not_connected and len(dropped.requests) == 1
+    assert upstream.unreachable(caught.value)  # no answer: the upstream went away
+
+    once = FakeUpstream(httpx.ConnectError("refused"), ok())
+    with pytest.raises(UpstreamError):
+        await client(once, retries=2, connect_wait_s=5.0).request(
+            "POST", "/t", json={}, response_model=Echo, retry=False
+        )
+    assert len(once.requests) == 1
+
+
+def test_only_a_missing_answer_is_unreachable_not_an_answer_or_a_timeout() -> None:
+    def err(status: int | None, type_: str) -> UpstreamError:
+        return UpstreamError(service="s", status=status, type=type_, message="m")
+
+    assert upstream.unreachable(err(None, "upstream_unreachable"))
+    for status, type_ in (
+        (503, "backend_unavailable"),  # the model server answered: its judge is down
+        (502, "judge_output_invalid"),
+        (None, "upstream_timeout"),
+        (None, "deadline_exceeded"),
+        (None, "upstream_invalid_response"),
+    ):
+        assert not upstream.unreachable(err(status, type_)), (status, type_)

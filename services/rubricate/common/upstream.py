@@ -45,6 +45,9 @@ re-sent (the upstream may still be working on it, e.g. a model-server task)."""
 """Statuses retried by default: the upstream is briefly unavailable, the call can be re-sent."""
 MAX_BACKOFF_S = 8.0
 BASE_BACKOFF_S = 0.25
+CONNECT_HOLD_STEP_S = 1.0
+"""The longest pause between tries while a call holds for an upstream that refuses
+connections (`ServiceClient.connect_wait_s`): it is back within about this long of listening."""
 
 
 class UpstreamError(Exception):
@@ -59,6 +62,7 @@ class UpstreamError(Exception):
         message: str,
         usage: UsageOut | None = None,
         field: str | None = None,
+        not_connected: bool = False,
     ) -> None:
         super().__init__(f"{service}: {message}")
         self.service = service
@@ -67,6 +71,20 @@ class UpstreamError(Exception):
         self.message = message
         self.usage = usage
         self.field = field
+        self.not_connected = not_connected
+        """No connection was made (refused, no route, a connect timeout): nothing was sent,
+        so the call can be sent again whatever its method."""
+
+
+def unreachable(exc: UpstreamError) -> bool:
+    """The upstream service itself could not be reached (infrastructure: its process
+    restarting, its pod replaced, the network), as opposed to an answer it gave. True for a
+    transport failure with no answer (`upstream_unreachable`: refused, reset, no route); false
+    for a call that timed out after it was sent (the upstream was working on it), a passed
+    deadline, an invalid answer, and every status an upstream answered, 503
+    `backend_unavailable` included (a model server reporting its judge backend down after
+    its own retries: a judge failure, see docs/gateway.md, "Failures are never rewards")."""
+    return exc.status is None and exc.type == "upstream_unreachable"
 
 
 def upstream_failure(exc: UpstreamError) -> ServiceError:
@@ -118,6 +136,11 @@ class ServiceClient:
     `X-Rubricate-Deadline`, and stops retries once it has passed; a call it cuts short fails
     with type `deadline_exceeded`. `concurrency` caps the calls in flight (a number, or a
     semaphore shared with other clients).
+
+    `connect_wait_s` (0: off) holds a call to an upstream that accepts no connection (a
+    restarting model server) beyond `retries`: a try that could not connect is made again,
+    at most `CONNECT_HOLD_STEP_S` apart, until that long has passed since the call's first
+    try (and never past its deadline). Nothing was sent, so any method is safe to repeat.
     """
 
     def __init__(
@@ -130,9 +153,13 @@ class ServiceClient:
         retry_statuses: frozenset[int] = RETRY_STATUSES,
         concurrency: int | asyncio.Semaphore | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        connect_wait_s: float = 0.0,
     ) -> None:
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
+        if connect_wait_s < 0:
+            raise ValueError(f"connect_wait_s must be >= 0, got {connect_wait_s}")
+        self.connect_wait_s = connect_wait_s
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.service = service
@@ -197,6 +224,7 @@ class ServiceClient:
             deadline = current_deadline()
         build = {"json": json, "content": content, "params": params, "headers": sent_headers}
         attempt = 0
+        hold_until = time.monotonic() + self.connect_wait_s
         while True:
             outcome = await self._attempt(method, path, build, deadline, clock, stream)
             if isinstance(outcome, httpx.Response):
@@ -204,19 +232,26 @@ class ServiceClient:
             error, final = outcome
             if usage is not None and error.usage is not None:
                 usage.merge(error.usage)
-            if final or not retry or attempt >= self.retries:
+            if final or not retry:
+                raise error
+            holding = error.not_connected and time.monotonic() < hold_until
+            if attempt >= self.retries and not holding:
                 raise error
             attempt += 1
             delay = backoff_s(attempt)
+            if holding:  # the upstream is restarting: try again soon, until the hold ends
+                delay = min(delay, CONNECT_HOLD_STEP_S, max(0.0, hold_until - time.monotonic()))
             if deadline is not None and time.monotonic() + delay >= deadline:
                 raise error
-            log.warning(
-                "upstream.retry service=%s path=%s attempt=%d error=%s",
-                self.service,
-                path,
-                attempt,
-                error,
-            )
+            if attempt <= self.retries + 1:  # a hold logs its first try, not each one
+                log.warning(
+                    "upstream.retry service=%s path=%s attempt=%d holding=%s error=%s",
+                    self.service,
+                    path,
+                    attempt,
+                    holding and attempt > self.retries,
+                    error,
+                )
             await asyncio.sleep(delay)
 
     async def _attempt(
@@ -277,6 +312,7 @@ class ServiceClient:
             status=None,
             type="upstream_timeout" if is_timeout(exc) else "upstream_unreachable",
             message=f"{type(exc).__name__}: {exc}",
+            not_connected=isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout),
         )
         error.__cause__ = exc
         # a sent call that timed out: the upstream may still be doing the work, and

@@ -46,7 +46,11 @@ def build_upstreams(
     settings: GatewaySettings, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> Upstreams:
     def client(
-        service: str, url: str, timeout: float, retry_statuses: frozenset[int] = RETRY_STATUSES
+        service: str,
+        url: str,
+        timeout: float,
+        retry_statuses: frozenset[int] = RETRY_STATUSES,
+        connect_wait_s: float = settings.upstream_connect_wait_s,
     ) -> ServiceClient:
         return ServiceClient(
             service=service,
@@ -55,6 +59,7 @@ def build_upstreams(
             retries=settings.upstream_retries,
             retry_statuses=retry_statuses,
             transport=transport,
+            connect_wait_s=connect_wait_s,
         )
 
     return Upstreams(
@@ -63,8 +68,9 @@ def build_upstreams(
         ),
         verifier=client("verifier", settings.verifier_url, settings.model_timeout_s),
         store=client("store", settings.store_url, settings.store_timeout_s),
-        # job routes: a 503 from the miner is handed on, not retried
-        miner=client("miner", settings.miner_url, settings.store_timeout_s, frozenset()),
+        # job routes: a 503 from the miner is handed on, not retried; and the audit's
+        # hand-over to it must not wait
+        miner=client("miner", settings.miner_url, settings.store_timeout_s, frozenset(), 0.0),
     )
 
 

@@ -21,6 +21,12 @@ class GatewaySettings(BaseSettings):
     store_timeout_s: float = Field(default=30.0, gt=0)
     upstream_retries: int = Field(default=2, ge=0, le=10)
     """Retries of an upstream call on connection errors and 503, with exponential backoff."""
+    upstream_connect_wait_s: float = Field(default=30.0, ge=0, le=600)
+    """How long a call to the rubric generator, the verifier or the store holds, beyond
+    `upstream_retries`, while that service accepts no connection (restarting, its pod being
+    replaced): tried again at most a second apart. 0: no hold. Past it, a group whose
+    scoring needed that service is answered 503 `upstream_unreachable` (retryable), never a
+    null reward (docs/gateway.md, "Failure model")."""
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     max_rollouts: int = Field(default=64, ge=1)
     max_trajectory_chars: int = Field(default=400_000, ge=1)

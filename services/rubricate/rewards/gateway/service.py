@@ -7,7 +7,11 @@ the gateway's assembly), the same call the kind's public route makes, so it shar
 route's validation and errors. A sample the platform could not score gets reward null with
 `rubricate/scored` = 0 in `extra_logs` (never a 0.0 a trainer would train on; the adapters
 turn it into what each trainer can take, see docs/gateway.md, "Failures are never rewards");
-a batch that is invalid fails as a whole with the API's 4xx error shape.
+a batch that is invalid fails as a whole with the API's 4xx error shape. A group that was
+not scored because a service could not be reached (a 503: a model server restarting) is not
+a sample the platform could not score: the request fails with that retryable 503 (trainers
+retry an error, not a 200 with nulls) and the retry scores the group again
+(`common.rendezvous` keeps a failed group's samples).
 
 Stagewise samples go through group assembly (`rewards.gateway.assembly`): the samples of one
 group are scored once, together, whichever requests they came in, and a sample sent again is
@@ -89,6 +93,12 @@ class SampleResult:
     rubrics: list[RubricScore] = field(default_factory=list)
     """Per-rubric (or per-nugget) scores, ordered by stage then rubric id (nuggets in label
     order); kept always, returned when the request asks (`rubric_scores`)."""
+
+
+def outage(exc: ServiceError) -> bool:
+    """A scoring that failed because a service was unavailable (503, Retry-After: a model
+    server that could not be reached): the caller gets the error and retries, never a null."""
+    return exc.status_code == 503
 
 
 def _unscored(logs: Mapping[str, float], kind: RewardKind = "stagewise") -> SampleResult:
@@ -189,6 +199,8 @@ async def _assembled_rewards(
                 try:
                     results = await _score_group(group, ctx)
                 except (DomainError, ServiceError) as exc:  # a group of several requests
+                    if isinstance(exc, ServiceError) and outage(exc):
+                        raise  # every caller gets it; a retry scores the group again
                     log.warning(
                         "rewards.group_unscored question=%.60s error=%s",
                         group[0].label.question_id or _question(group[0]),
@@ -327,7 +339,7 @@ async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[Samp
                 exc.message, field=_sample_field(loc, first=first, rollouts=scorable)
             ) from exc
         except ServiceError as exc:
-            if exc.status_code < 500:
+            if exc.status_code < 500 or outage(exc):
                 raise
             log.warning(
                 "rewards.group_unscored question=%.60s error=%s",

@@ -19,6 +19,13 @@ answer-stage score, flagged; a rollout that cannot be scored at all is reported 
 Nothing left without a judgment becomes a number (docs/gateway.md, "Failures are never
 rewards"): a group with no rubric at all is an error (502 when generation failed), a stage
 with no rubric is null, and a 2xx carries the stored `scoring_id` or `scoring_not_stored`.
+
+A model server that could not be reached (`common.upstream.unreachable`: its process
+restarting, its pod replaced, after the upstream client's retries and connect hold) is not a
+judgment that failed: a scoring that needed it (no rubrics and the generator unreachable, or
+any rollout left unjudged because the verifier was) fails as a whole with a retryable 503
+`upstream_unreachable`, so that the caller's retry scores the group (docs/gateway.md,
+"Failure model").
 """
 
 import asyncio
@@ -33,7 +40,7 @@ from rubricate.common.errors import ServiceError
 from rubricate.common.metrics import FALLBACKS
 from rubricate.common.request_context import request_context
 from rubricate.common.tenancy import TENANT_HEADER
-from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams
+from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams, unreachable
 from rubricate.common.usage import Usage, usage_out
 from rubricate.core.normalize import question_hash
 from rubricate.core.rubrics import make_rubric
@@ -151,6 +158,8 @@ class _Outcome:
         self.judgments: list[Judgment] = []
         self.kind: Literal["full", "answer_only", "unscored"] = "full"
         self.reason: str | None = None
+        self.unreachable: UpstreamError | None = None
+        """Unscored because the verifier could not be reached (not a judgment that failed)."""
 
 
 class StagewiseService:
@@ -175,11 +184,16 @@ class StagewiseService:
         group = _Group.parse(request)  # 1
         with request_context(headers={TENANT_HEADER: tenant}) as ctx:
             buffer = await self._read_buffer(group)  # 2
-            generation, generated = await self._generate(group, buffer)  # 3
+            generation, generated, gen_error = await self._generate(group, buffer)  # 3
             rubrics = await self._add_rubrics(group, buffer, generated, generation)  # 4
             if not rubrics:
+                if gen_error is not None and unreachable(gen_error):
+                    raise _unreachable(gen_error, usage=ctx.usage)
                 raise _no_rubrics(request, generation, usage=ctx.usage)
             outcomes = await self._judge_all(group, rubrics)  # 5
+            lost = next((o.unreachable for o in outcomes if o.unreachable is not None), None)
+            if lost is not None:  # not judged: the whole group again, on the caller's retry
+                raise _unreachable(lost, usage=ctx.usage)
             scores = _score(group, rubrics, outcomes, usage=ctx.usage)  # 6
             pruned = await self._prune(group, scores)  # 7
             results = _results(group, outcomes, scores)  # 8
@@ -228,12 +242,13 @@ class StagewiseService:
 
     async def _generate(
         self, group: _Group, buffer: BufferView
-    ) -> tuple[GenerationInfo, list[Rubric]]:
+    ) -> tuple[GenerationInfo, list[Rubric], UpstreamError | None]:
         """Step 3: the rubrics the generator proposes for the group given the buffer (none,
-        `skipped`, unless the request evolves the buffer; none, `failed`, when it fails)."""
+        `skipped`, unless the request evolves the buffer; none, `failed`, when it fails),
+        and how it failed."""
         request = group.request
         if not request.evolve:
-            return GenerationInfo(status="skipped"), []
+            return GenerationInfo(status="skipped"), [], None
         body = StageRubricsRequest(
             question=request.question,
             trajectories=[
@@ -247,13 +262,13 @@ class StagewiseService:
         except UpstreamError as exc:
             FALLBACKS.labels("no_new_rubrics").inc()
             log.warning("stagewise.generation_failed error=%s", exc)
-            return GenerationInfo(status="failed", error=str(exc)), []
+            return GenerationInfo(status="failed", error=str(exc)), [], exc
         generated = [
             make_rubric(stage=stage, spec=spec, origin="active", step=request.step)
             for stage in STAGES
             for spec in out.rubrics.get(stage, [])
         ]
-        return GenerationInfo(status="ok"), generated
+        return GenerationInfo(status="ok"), generated, None
 
     async def _add_rubrics(
         self,
@@ -344,7 +359,8 @@ class StagewiseService:
                 )
         except UpstreamError as exc:
             log.warning("stagewise.group_scoring_failed rollouts=%d error=%s", len(chunk), exc)
-            return [None] * len(chunk)
+            # an unreachable verifier (after the client's hold) is not asked again per rollout
+            return [exc if unreachable(exc) else None] * len(chunk)
         return [
             r.judgments
             if r.judgments is not None
@@ -368,7 +384,9 @@ class StagewiseService:
         on the answer rubrics alone; when that fails too (or there is nothing else),
         unscored. `failed`: how its judgment failed in a group call; the call on `judged`
         is then made again only for a failure the upstream client retries (503, 504), as it
-        would have retried the rollout's own call."""
+        would have retried the rollout's own call. A verifier that could not be reached
+        (`unreachable`) leaves it unscored with no further call: that is not a judgment of
+        the rollout, and the scoring fails as a whole (`StagewiseService.score`)."""
         outcome = _Outcome()
         if failed is None or failed.status in self.up.verifier.retry_statuses:
             try:
@@ -376,6 +394,9 @@ class StagewiseService:
                 return outcome
             except UpstreamError as exc:
                 failed = exc
+        if unreachable(failed):
+            outcome.kind, outcome.reason, outcome.unreachable = "unscored", str(failed), failed
+            return outcome
         first_error = str(failed)
         answers = [r for r in judged if r.stage == "answer"]
         if not answers or len(answers) == len(judged):
@@ -385,9 +406,12 @@ class StagewiseService:
         try:
             outcome.judgments = await self._verify(question, stage_texts, answers)
         except UpstreamError as exc:
-            FALLBACKS.labels("unscored").inc()
             outcome.kind = "unscored"
             outcome.reason = f"stagewise scoring failed ({first_error}); answer-only too ({exc})"
+            if unreachable(exc):
+                outcome.unreachable = exc
+            else:
+                FALLBACKS.labels("unscored").inc()
             return outcome
         FALLBACKS.labels("answer_only").inc()
         outcome.kind = "answer_only"
@@ -478,6 +502,20 @@ def _log_scored(response: StagewiseScoreResponse, *, seconds: float) -> None:
         len(response.generation.new_rubric_ids),
         len(response.pruned),
         seconds,
+    )
+
+
+def _unreachable(exc: UpstreamError, *, usage: Usage) -> ServiceError:
+    """The error for a scoring that a model server could not be reached for (`unreachable`):
+    a retryable 503 (gRPC UNAVAILABLE) with Retry-After, never a group of nulls or zeros; a
+    `/get_reward` group keeps its samples and the retry scores it again, whole."""
+    return ServiceError(
+        503,
+        f"{exc.service} could not be reached, the group was not scored (send it again): "
+        f"{exc.message}",
+        type="upstream_unreachable",
+        headers={"Retry-After": "5"},
+        usage=usage_out(usage),
     )
 
 
