@@ -14,12 +14,15 @@ injected:
 - `judge-503`, `judge-429`: the judge answers that status for `--judge-fault-s` (20) s;
   `judge-slow`: ten times slower for as long;
 - `rolling`: every service in turn (store, verifier, generator, gateway) SIGTERMed, started
-  again and waited for, as a rolling upgrade with one replica each would.
+  again and waited for, as a rolling upgrade with one replica each would;
+- `gateway-lost`: the step goes through the balancer (`rl_balancer.py`) in front of two
+  gateway replicas sharing Redis, and the second replica is SIGKILLed and not started again
+  (the balancer skips it; its groups are taken over by the other once its lease lapses).
 
 Per fault it prints: answered, errors after the client's retries (by final status), partial
 groups, rewards equal to the clean run's (per sample), judge calls beyond the clean run's,
 and wall time against the clean run. PostgreSQL is the machine's shared server here and is
-not restarted; the two-gateway fault (one replica killed for good) is not run either.
+not restarted.
 
     nice -n 10 python benchmarks/faults.py --size 1024 --faults all --json faults.json
 """
@@ -51,7 +54,10 @@ FAULTS = [
     "judge-429",
     "judge-slow",
     "rolling",
+    "gateway-lost",
 ]
+REPLICA_FAULTS = {"gateway-lost"}
+"""Faults whose step goes through the balancer to two gateway replicas."""
 
 
 def _signal(proc: rs.Proc, sig: int) -> None:
@@ -115,6 +121,10 @@ async def inject(fault: str, plat: rs.Platform, args: argparse.Namespace) -> str
         async with httpx.AsyncClient() as client:
             (await client.post(f"{plat.sim_url}/sim/fault", json=spec)).raise_for_status()
         return f"judge {json.dumps(spec)}"
+    if fault == "gateway-lost":
+        _signal(plat.procs["gateway-2"], signal.SIGKILL)
+        await _exited(plat.procs["gateway-2"], 10.0)
+        return "gateway-2 of 2 SIGKILLed, not restarted (the balancer skips it)"
     if fault == "rolling":
         steps = []
         for name in ("store", "verifier", "rubric-generator", "gateway"):
@@ -144,13 +154,22 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     )
     tenants = [f"fault-{f}" for f in faults]
     samples = rs.make_step(args.size, args.group_size, args.trajectory_chars)
+    if REPLICA_FAULTS & set(faults):  # a second gateway replica and the balancer
+        args.patterns = [args.pattern, "replicas"]
     rows: list[dict[str, Any]] = []
     clean: rs.RunResult | None = None
     async with rs.platform(args, tenants) as plat:
         print(f"services from {rs.source_description(args.source)}; {os.cpu_count()} CPUs")
         for fault in faults:
+            direct = plat.gateway_url
+            if fault in REPLICA_FAULTS:  # the step through the balancer, as a trainer would
+                assert plat.balancer_url is not None
+                plat.gateway_url = plat.balancer_url
             injected = asyncio.create_task(inject(fault, plat, args))
-            result = await rs.measure(args.pattern, plat, f"fault-{fault}", samples, args)
+            try:
+                result = await rs.measure(args.pattern, plat, f"fault-{fault}", samples, args)
+            finally:
+                plat.gateway_url = direct
             what = await injected
             if clean is None:
                 clean = result
