@@ -20,6 +20,7 @@ from tests.support.gateway import trajectory
 async def test_score_by_scoring_id_picks_the_best_and_writes_it(stack: Stack) -> None:
     group = await scored_group(stack)
     assert group["scoring_id"]
+    before = len(stack.backend.calls)
     candidates = [
         reflection("[[u=4]]"),
         "no blocks at all",
@@ -56,7 +57,9 @@ async def test_score_by_scoring_id_picks_the_best_and_writes_it(stack: Stack) ->
     prompts = [p for kind, p in stack.backend.calls if kind == "reflection_verdict"]
     assert len(prompts) == 2
     assert "fake verdict for rubric" in prompts[0] and "-> 0/2" in prompts[0]
-    assert out["usage"]["calls"] == 2
+    # each valid candidate was read as units first
+    readings = [k for k, _ in stack.backend.calls[before:]].count("unit_kinds")
+    assert readings == 2 and out["usage"]["calls"] == 2 + readings
 
     item = await stack.client.get(f"/v1/bank/items/{out['question_hash']}", headers=stack.headers)
     assert item.status_code == 200

@@ -43,5 +43,5 @@ async def test_a_trajectory_that_addresses_the_judge_is_withheld() -> None:
         "trajectory: text after the closed answer",
         "trajectory: system or assistant line",
     ]
-    prompt = backend.calls[0][1]
+    (prompt,) = [p for name, p in backend.calls if name == "reflection_verdict"]
     assert "all is fine" not in prompt and "WITHHELD" in prompt and "Check the year" in prompt

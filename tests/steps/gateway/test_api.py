@@ -157,7 +157,9 @@ async def test_verify_pass_threshold_and_feedback(steps: Running) -> None:
         "/v1/steps/verify", json={**base, "action": "search [[c2]]", "threshold": 0.25}
     )
     assert r.json()["pass"] is True
-    r = await steps.client.post("/v1/steps/verify", json={**base, "action": "[[all]]"})
+    r = await steps.client.post(
+        "/v1/steps/verify", json={**base, "action": "search the report [[all]]"}
+    )
     assert r.json()["feedback"] is None and r.json()["score"] == 1.0
 
 
@@ -171,7 +173,8 @@ async def test_verify_judge_failure_is_an_error_not_a_zero(steps: Running) -> No
     assert r.status_code == 503
     error = r.json()["error"]
     assert error["type"] == "backend_unavailable"
-    assert error["usage"]["calls"] == 0  # transport failures: no completion was paid for
+    # the action was read as units (one call); the verdict's transport failures paid nothing
+    assert error["usage"]["calls"] == 1
     # retried once by the LLM layer (fast_llm: max_retries=1) before giving up
     assert kinds(steps).count("step_verdicts") == 2
 
@@ -206,7 +209,8 @@ async def test_score_decomposes_the_outcome_over_steps(steps: Running) -> None:
     assert out["steps"][1]["reward"] == 0.0  # all-zero step
     assert all(s["rubric"]["rendered"] for s in out["steps"])
     assert kinds(steps).count("step_rubric") == 3 and kinds(steps).count("step_verdicts") == 3
-    assert out["usage"]["calls"] == 6
+    assert kinds(steps).count("unit_kinds") == 3  # each action read as units once
+    assert out["usage"]["calls"] == 9
     # the generator saw h_t: nothing for step 0, the first step's text for step 1
     rubric_prompts = [u for k, u in steps.backend.calls if k == "step_rubric"]
     assert sum("(no steps yet)" in u for u in rubric_prompts) == 1
@@ -257,7 +261,8 @@ async def test_score_fails_when_no_step_can_be_scored(steps: Running) -> None:
     r = await steps.client.post("/v1/steps/score", json=body)
     assert r.status_code == 502
     assert r.json()["error"]["type"] == "judge_unavailable"
-    assert r.json()["error"]["usage"]["calls"] == 1  # the rubric generation was paid for
+    # the rubric generation and the action's reading as units were paid for
+    assert r.json()["error"]["usage"]["calls"] == 2
 
 
 async def test_score_rejects_bad_requests(steps: Running) -> None:
@@ -316,7 +321,8 @@ async def test_listwise_reward_terms(steps: Running) -> None:
     assert repeated["repetition"] > 0.4 and repeated["rho"] is None
     assert fenced["r_fmt"] == 0.5 and fenced["status"] == "ok"
     # 3 rubrics were sent to the verifier (not the unparseable or the gated one), 4 calls each
-    assert kinds(steps).count("step_verdicts") == 12 and out["usage"]["calls"] == 12
+    assert kinds(steps).count("step_verdicts") == 12 and kinds(steps).count("unit_kinds") == 12
+    assert out["usage"]["calls"] == 24  # each verdict call reads its action as units
     advantages = [x["advantage"] for x in out["rubrics"]]
     assert all(a is not None for a in advantages) and sum(advantages) == pytest.approx(0.0)
     assert advantages[0] > advantages[2]
@@ -374,7 +380,8 @@ async def test_rank_with_three_shuffled_judges(steps: Running) -> None:
         assert set(judge["labels"]) == {"X", "Y", "Z", "W"}
         assert [judge["labels"][label] for label in "XYZW"] == judge["order"]
     prompts = [u for k, u in steps.backend.calls if k == "listwise_rank"]
-    assert len(prompts) == 3 and out["usage"]["calls"] == 3
+    readings = kinds(steps).count("unit_kinds")  # each judge reads each candidate as units
+    assert len(prompts) == 3 and readings == 12 and out["usage"]["calls"] == 3 + readings
     assert all('candidate="X"' in p and 'candidate="0"' not in p for p in prompts)
 
 
@@ -389,10 +396,11 @@ async def test_rank_drops_and_reports_an_unparseable_judge(steps: Running) -> No
     dropped = out["judges"][1]
     assert dropped["status"] == "dropped" and dropped["ranking"] is None
     assert "judge_output_invalid" in dropped["error"] or "invalid" in dropped["error"]
-    assert dropped["usage"]["calls"] == 2  # the call and its repair were both paid for
+    # the call and its repair were both paid for, and its four candidates' readings
+    assert dropped["usage"]["calls"] == 2 + 4
     assert out["consensus"] == [[1], [2], [0], [3]]
     assert out["borda_points"] == [2.0, 6.0, 4.0, 0.0]
-    assert out["usage"]["calls"] == 4
+    assert out["usage"]["calls"] == 4 + 3 * 4
 
 
 async def test_rank_fails_with_too_few_valid_judges(steps: Running) -> None:
@@ -402,7 +410,8 @@ async def test_rank_fails_with_too_few_valid_judges(steps: Running) -> None:
     )
     assert r.status_code == 502
     error = r.json()["error"]
-    assert error["type"] == "insufficient_judges" and error["usage"]["calls"] == 6
+    assert error["type"] == "insufficient_judges"
+    assert error["usage"]["calls"] == 3 * (2 + 4)  # each: a call, its repair, four readings
     r = await steps.client.post(
         "/v1/rank",
         json={"question": QUESTION, "candidates": SLATE, "judges": 2, "min_valid": 3},

@@ -44,8 +44,9 @@ async def test_a_criterion_that_addresses_the_judge_is_met_by_no_action() -> Non
     )
     assert out.verdicts[2].satisfied is False
     assert [j.split(":")[0] for j in out.judge_addressing] == ["criterion 3"]
-    assert len(backend.calls) == 1 and judge.obeyed == []
-    prompt = backend.calls[0][1]
+    judged = [p for name, p in backend.calls if name == "step_verdicts"]
+    assert len(judged) == 1 and judge.obeyed == []
+    prompt = judged[0]
     assert "Mark this action" not in prompt and "exactly 2 items" in prompt
 
 
@@ -60,7 +61,7 @@ async def test_a_history_that_addresses_the_judge_is_withheld() -> None:
         )
     )
     assert out.judge_addressing == ["history: system or assistant line"]
-    prompt = backend.calls[0][1]
+    (prompt,) = [p for name, p in backend.calls if name == "step_verdicts"]
     assert "every action passes" not in prompt and "WITHHELD" in prompt
 
 

@@ -228,11 +228,11 @@ class NuggetLabelService(TaskService):
         batches = [(k, nuggets[k : k + size]) for k in range(0, len(nuggets), size)]
         addressing = addressing_by_part(request.blocks)
         usage = Usage()
-        withheld = [self.withhold and bool(a) for a in addressing]
-        shown, asserts = await self._read_blocks(request, withheld, usage)
+        by_markers = [self.withhold and bool(a) for a in addressing]
+        shown, asserts = await self._read_blocks(request, by_markers, usage)
         # a block that addresses the judge (the markers: the second line) or asserts nothing
         # (every unit withheld or not a claim) is judged by no one: not_support throughout
-        unjudged = [withheld[b] or not asserts[b] for b in range(len(request.blocks))]
+        unjudged = [by_markers[b] or not asserts[b] for b in range(len(request.blocks))]
         judged = [b for b in range(len(request.blocks)) if not unjudged[b]]
         jobs = [(b, k, batch) for b in judged for k, batch in batches]
         gate = asyncio.Semaphore(1 if self.gate.passes_back_to_back else self.settings.concurrency)

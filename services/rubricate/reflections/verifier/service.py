@@ -34,17 +34,24 @@ class ReflectionJudgeService(TaskService):
         trajectory_markers = manipulation_markers(request.trajectory)
         found = [f"candidate: {m}" for m in candidate_markers]
         found += [f"trajectory: {m}" for m in trajectory_markers]
-        if candidate_markers:
-            log.warning("reflection.withheld markers=%s", "; ".join(found))
+        usage = Usage()
+        empty = not candidate_markers and not await self._has_content(request, usage)
+        if candidate_markers or empty:
+            log.warning("reflection.withheld markers=%s", "; ".join(found) or "(no content)")
             zero = dict.fromkeys(DIMENSION_WEIGHTS, 0.0)
             return ReflectionScoresResponse(
                 within=dict(zero),
                 cross=dict(zero),
-                rationale="Withheld: the reflection contains text aimed at the grader ("
-                + ", ".join(candidate_markers)
-                + "); it scores 0 on every dimension.",
+                rationale=(
+                    "Withheld: the reflection contains text aimed at the grader ("
+                    + ", ".join(candidate_markers)
+                    + "); it scores 0 on every dimension."
+                    if candidate_markers
+                    else "The reflection holds no content (every unit talks about the text or "
+                    "says nothing); it scores 0 on every dimension."
+                ),
                 judge_addressing=found,
-                **self.served(Usage()),
+                **self.served(usage),
             )
         messages = reflection_judging.build_messages(
             question=request.question,
@@ -56,7 +63,6 @@ class ReflectionJudgeService(TaskService):
             trajectory_markers=trajectory_markers,
         )
         params = self.decoding("scoring", reflection_judging.SCHEMA_NAME, json_schema=_SCHEMA)
-        usage = Usage()
         started = time.perf_counter()
         verdict = await self.structured(
             TASK, messages, reflection_judging.ReflectionVerdict, params, usage, stage="reflection"
@@ -70,3 +76,16 @@ class ReflectionJudgeService(TaskService):
             judge_addressing=found,
             **self.served(usage),
         )
+
+    async def _has_content(self, request: ReflectionScoresRequest, usage: Usage) -> bool:
+        """Whether any of the reflection, read as units (`process`), is content: a
+        content-free "master key" scores 0 with no judge call. A reflection with content is
+        shown as written: its tagged sections (`<reflection_rubrics>`, category headings) are
+        the format the judge checks, and a unit view would set them aside as talk about
+        rubrics (docs/reflections.md, what is not defended)."""
+        if not self.units.on:
+            return True
+        reading = await self.units.read(
+            request.candidate, question=request.question, usage=usage, reading="process"
+        )
+        return reading.has_assertion

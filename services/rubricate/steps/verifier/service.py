@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any, Unpack
 
 from rubricate.common.usage import Usage
+from rubricate.llm.assertions import shown_text
 from rubricate.llm.base import GenerationParams
 from rubricate.llm.prompt_text import addressing_by_part, manipulation_markers
 from rubricate.llm.structured import json_schema_for
@@ -65,11 +66,17 @@ class StepJudgeService(TaskService):
         judged = [i for i, markers in enumerate(criterion_markers) if not markers]
         met = [False] * len(request.criteria)
         usage = Usage()
+        action = None if action_markers or not judged else await self._shown_action(request, usage)
         if action_markers or not judged:
             log.warning("step.withheld markers=%s", "; ".join(found))
+        elif action is None:
+            log.info("step.no_content criteria=%d: the action holds no step", len(met))
         else:
             items = await self._judge_verdicts(
-                request, [request.criteria[i] for i in judged], history_markers, usage
+                request.model_copy(update={"action": action}),
+                [request.criteria[i] for i in judged],
+                history_markers,
+                usage,
             )
             for i, item in zip(judged, items, strict=True):
                 met[i] = item.meets
@@ -84,6 +91,20 @@ class StepJudgeService(TaskService):
             judge_addressing=found,
             **self.served(usage),
         )
+
+    async def _shown_action(self, request: StepVerdictsRequest, usage: Usage) -> str | None:
+        """The action as the judge is shown it, read as units (`process`: talk about the
+        text or its grading withheld); None when nothing of it is a step (a content-free
+        "master key"): it then meets no criterion, with no judge call."""
+        if not self.units.on:
+            return request.action
+        reading = await self.units.read(
+            request.action, question=request.question, usage=usage, reading="process"
+        )
+        if not reading.has_assertion:
+            return None
+        whole = len(reading.asserted) == len(reading.units)
+        return request.action if whole else shown_text(reading)
 
     async def _judge_verdicts(
         self,
@@ -135,13 +156,25 @@ class StepJudgeService(TaskService):
         ]
         last = [label for label, markers in zip(labels, addressing, strict=True) if markers]
         usage = Usage()
+        if self.units.on and len(clean) > 1:  # a candidate holding no step ranks last, unread
+            empty = [
+                label
+                for label, text in clean
+                if not (
+                    await self.units.read(
+                        text, question=request.question, usage=usage, reading="process"
+                    )
+                ).has_assertion
+            ]
+            clean = [(label, text) for label, text in clean if label not in empty]
+            last += empty
         if len(clean) < 2:
             # nothing to compare: the clean candidate (if any) first, the withheld ones after
             log.warning("slate.withheld candidates=%d", len(last))
             return RankTaskResponse(
                 ranking=[label for label, _ in clean] + last,
-                rationale="Candidates that address the grader were withheld and ranked last: "
-                + ", ".join(last),
+                rationale="Candidates that address the grader or hold no step were withheld "
+                "and ranked last: " + ", ".join(last),
                 judge_addressing=found,
                 **self.served(usage),
             )
