@@ -58,7 +58,9 @@ def staged(plan: int, research: int, review: int, answer: int, extra: str = "") 
         f"<think>scope</think><structured_plan>plan {m}</structured_plan>"
         f'\n<call_tool name="search">q {m}</call_tool><tool_output>o</tool_output>'
         f"\n<think>audit</think><review>gaps {m}</review>"
-        f"\n<answer>final {m}</answer>"
+        # the answer asserts something: the markers alone are a run of words, which the
+        # answer's reading as units withholds (an answer of them would get the floor)
+        f"\n<answer>The orbiter was lost to a unit mismatch. {m}</answer>"
     )
 
 
