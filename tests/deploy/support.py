@@ -33,6 +33,7 @@ INSTALL_TOOLS = "python deploy/scripts/install_deploy_tools.py"
 # The metrics the services export (services/rubricate/common/metrics.py), with their labels.
 # Dashboards and alerts may use these and nothing else (plus `up` in alerts).
 HISTOGRAMS: dict[str, frozenset[str]] = {
+    "rubricate_refused_credit": frozenset(),
     "rubricate_judge_latency_seconds": frozenset({"task", "stage", "backend"}),
     "rubricate_http_request_duration_seconds": frozenset({"service", "route", "method", "status"}),
     "rubricate_job_duration_seconds": frozenset({"task", "outcome"}),
@@ -43,6 +44,7 @@ HISTOGRAMS: dict[str, frozenset[str]] = {
 }
 COUNTERS: dict[str, frozenset[str]] = {
     "rubricate_fallbacks_total": frozenset({"kind"}),
+    "rubricate_refused_verdicts_total": frozenset(),
     "rubricate_llm_tokens_total": frozenset({"task", "backend", "kind"}),
     "rubricate_llm_retries_total": frozenset({"task", "reason"}),
     "rubricate_llm_parse_failures_total": frozenset({"task"}),

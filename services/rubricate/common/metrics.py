@@ -90,6 +90,17 @@ FALLBACKS = Counter(
     ["kind"],
 )
 
+REFUSED_VERDICTS = Counter(
+    "rubricate_refused_verdicts_total",
+    "Answer verdicts the platform refused because their evidence was not an assertion "
+    "carrying the rubric, or the answer asserted nothing (issue 32: reward-hacking signal).",
+)
+REFUSED_CREDIT = Histogram(
+    "rubricate_refused_credit",
+    "Per scored rollout, the R_answer its refused verdicts would have added (0 when none).",
+    buckets=(0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0),
+)
+
 # ----------------------------------------------------------------------------- miner (Celery)
 _JOB_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0)
 

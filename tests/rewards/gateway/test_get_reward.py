@@ -221,3 +221,28 @@ async def test_stages_without_rubrics_do_not_score_the_sample(running: Running) 
     out = response.json()
     assert out["rewards"] == [1.0, 0.0]
     assert out["extra_logs"]["rubricate/scored"] == [1.0, 1.0]
+
+
+async def test_a_sample_whose_answer_asserts_nothing_logs_its_refused_verdicts(
+    running: Running,
+) -> None:
+    """The answer's reading as assertion units (issue 32) reaches the trainer's logs: a
+    hedged answer gets the floor with its answer verdicts refused, a plain one none."""
+    hedged = PROMPT + trajectory("[[excellent]]").replace(
+        "final [[excellent]]", "Perhaps it was lost to a unit mismatch [[excellent]]."
+    )
+    plain = PROMPT + trajectory("[[excellent]]")
+    label = json.dumps({"question": "Why was the orbiter lost?", "question_id": "mco-ic"})
+    response = await running.client.post(
+        "/get_reward",
+        json={"query": [hedged, plain], "prompts": [PROMPT] * 2, "labels": [label] * 2},
+    )
+    assert response.status_code == 200, response.text
+    out = response.json()
+    assert out["rewards"] == [0.0, 1.0]  # the hedge meets no answer rubric
+    logs = out["extra_logs"]
+    assert (
+        logs["rubricate/refused_verdicts"][0] >= 1.0
+        and logs["rubricate/refused_verdicts"][1] == 0.0
+    )
+    assert logs["rubricate/refused_credit"] == [0.0, 0.0]  # no judge call claimed anything

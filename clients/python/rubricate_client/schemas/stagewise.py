@@ -75,6 +75,17 @@ class Fallback(BaseModel):
     reason: str
 
 
+class Integrity(BaseModel):
+    """How much of a rollout's answer score its text tried to get without asserting it
+    (docs/verifier.md, "Assertion units"): a reward-hacking signal to log per sample."""
+
+    refused_verdicts: int = Field(ge=0)
+    """Answer verdicts the platform refused: their evidence was not an assertion carrying
+    the rubric, or the answer asserted nothing."""
+    refused_credit: float = Field(ge=0.0, le=1.0)
+    """The R_answer those verdicts would have added had they stood."""
+
+
 class RolloutResult(BaseModel):
     id: str
     spans: dict[Stage, tuple[int, int] | None]
@@ -89,6 +100,8 @@ class RolloutResult(BaseModel):
     """A per stage, normalized over the rollouts that have a value for that stage."""
     judgments: list[Judgment]
     fallback: Fallback | None = None
+    integrity: Integrity | None = None
+    """What the answer's reading as assertion units refused: null when nothing was."""
 
 
 class RubricOut(RubricView):

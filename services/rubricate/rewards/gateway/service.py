@@ -48,6 +48,7 @@ from rubricate_client.schemas.rewards import (
 )
 from rubricate_client.schemas.rubrics import Judgment, Stage
 from rubricate_client.schemas.stagewise import (
+    Integrity,
     Rollout,
     RubricOut,
     StagewiseScoreRequest,
@@ -65,7 +66,19 @@ PARTIAL_LOG = "rubricate/partial_group"
 GROUP_SIZE_LOG = "rubricate/group_size"
 """How many samples the sample's stagewise group was scored with (0.0 for other kinds)."""
 STAGE_LOGS = tuple(f"rubricate/R_{s}" for s in STAGES)
-LOG_KEYS = (SCORED_LOG, FALLBACK_LOG, *STAGE_LOGS, STEPS_LOG, PARTIAL_LOG, GROUP_SIZE_LOG)
+REFUSED_CREDIT_LOG = "rubricate/refused_credit"
+"""The R_answer a stagewise sample's refused verdicts would have added (issue 32)."""
+REFUSED_VERDICTS_LOG = "rubricate/refused_verdicts"
+LOG_KEYS = (
+    SCORED_LOG,
+    FALLBACK_LOG,
+    *STAGE_LOGS,
+    STEPS_LOG,
+    PARTIAL_LOG,
+    GROUP_SIZE_LOG,
+    REFUSED_CREDIT_LOG,
+    REFUSED_VERDICTS_LOG,
+)
 """The `extra_logs` keys of every `/get_reward` response, whatever its samples' kinds."""
 
 NO_QUESTION = "(no question given: judge the answer against the nuggets)"
@@ -363,7 +376,7 @@ async def _score_group(members: Sequence[Sample], ctx: KindContext) -> list[Samp
                 out[s.index] = SampleResult(
                     reward=None if scores is None else scores.get("answer"),
                     fallback=answer_only,
-                    logs=_stage_logs(scores),
+                    logs=_stage_logs(scores) | _integrity_logs(rollout.integrity),
                     components=_stage_components(scores, answer_only=answer_only),
                     # an unscored sample has no rubric scores, as when its whole group failed
                     rubrics=[] if scores is None else _rubric_scores(rubric_set, rollout.judgments),
@@ -434,6 +447,17 @@ def _sample_field(loc: tuple[int | str, ...], *, first: Sample, rollouts: Sequen
     head = _LABEL_FIELDS.get(str(loc[0]), str(loc[0])) if loc else ""
     rest = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
     return f"labels[{first.index}].{head}{rest}" if head else f"labels[{first.index}]"
+
+
+def _integrity_logs(integrity: Integrity | None) -> dict[str, float]:
+    """Diagnostics: the answer's refused credit (`rubricate/refused_credit`, the R_answer
+    its text tried to get without asserting it) and refused verdicts; 0.0 where none."""
+    if integrity is None:
+        return {}
+    return {
+        REFUSED_CREDIT_LOG: integrity.refused_credit,
+        REFUSED_VERDICTS_LOG: float(integrity.refused_verdicts),
+    }
 
 
 def _stage_logs(scores: Mapping[Stage, float | None] | None) -> dict[str, float]:

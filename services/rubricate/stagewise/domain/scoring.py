@@ -114,3 +114,25 @@ def score_group(
 
     variances = {rid: variance(vals) for rid, vals in samples.items() if len(vals) >= 2}
     return GroupScores(rollouts=per_rollout, variances=variances, unscored_stages=unscored)
+
+
+def refused_credit(rubrics: Sequence[Rubric], judgments: Sequence[Judgment]) -> tuple[int, float]:
+    """(verdicts refused, R_answer they would have added): how much of a rollout's answer
+    score the judge's own verdicts gave to text that is not an assertion carrying the rubric
+    (docs/verifier.md, "Assertion units"). (0, 0.0) when the answer stage was not judged."""
+    by_id = {j.rubric_id: j for j in judgments}
+    if not any(r.stage == "answer" and r.id in by_id for r in rubrics):
+        return 0, 0.0
+    answer = [r for r in rubrics if r.stage == "answer" and r.id in by_id]
+    refused = [by_id[r.id] for r in answer if by_id[r.id].refused is not None]
+    if not refused:
+        return 0, 0.0
+    claimed = dict(by_id)
+    for j in refused:
+        if j.claimed_score is not None:
+            claimed[j.rubric_id] = j.model_copy(
+                update={"score": j.claimed_score, "expected_score": None}
+            )
+    actual = stage_score(answer, by_id, stage="answer") or 0.0
+    paid = stage_score(answer, claimed, stage="answer") or 0.0
+    return len(refused), max(0.0, paid - actual)

@@ -37,14 +37,19 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from rubricate.common.errors import ServiceError
-from rubricate.common.metrics import FALLBACKS
+from rubricate.common.metrics import FALLBACKS, REFUSED_CREDIT, REFUSED_VERDICTS
 from rubricate.common.request_context import request_context
 from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.common.upstream import ServiceClient, UpstreamError, Upstreams, unreachable
 from rubricate.common.usage import Usage, usage_out
 from rubricate.core.normalize import question_hash
 from rubricate.core.rubrics import make_rubric
-from rubricate.stagewise.domain.scoring import GroupScores, RolloutJudgments, score_group
+from rubricate.stagewise.domain.scoring import (
+    GroupScores,
+    RolloutJudgments,
+    refused_credit,
+    score_group,
+)
 from rubricate.stagewise.domain.ssgrpo import default_lambda, validate_lambda
 from rubricate.stagewise.domain.stages import StageSpans, parse_stages
 from rubricate.stagewise.generator.endpoints import STAGE_RUBRICS
@@ -70,6 +75,7 @@ from rubricate_client.schemas.scorings import ScoredRollout
 from rubricate_client.schemas.stagewise import (
     Fallback,
     GenerationInfo,
+    Integrity,
     RolloutResult,
     RubricOut,
     StagewiseScoreRequest,
@@ -196,7 +202,7 @@ class StagewiseService:
                 raise _unreachable(lost, usage=ctx.usage)
             scores = _score(group, rubrics, outcomes, usage=ctx.usage)  # 6
             pruned = await self._prune(group, scores)  # 7
-            results = _results(group, outcomes, scores)  # 8
+            results = _results(group, rubrics, outcomes, scores)  # 8
             rubric_set = {s: [_out(r) for r in rubrics if r.stage == s] for s in STAGES}
             scoring_id, not_stored = await keep_scoring(
                 self.up.store,
@@ -473,10 +479,10 @@ def _score(
 
 
 def _results(
-    group: _Group, outcomes: Sequence[_Outcome], scores: GroupScores
+    group: _Group, rubrics: Sequence[Rubric], outcomes: Sequence[_Outcome], scores: GroupScores
 ) -> list[RolloutResult]:
-    """Each rollout's part of the response: spans, scores, returns, advantages, judgments
-    and the fallback it took."""
+    """Each rollout's part of the response: spans, scores, returns, advantages, judgments,
+    the fallback it took and what its answer's reading refused (`_integrity`)."""
     return [
         RolloutResult(
             id=rollout.id,
@@ -487,11 +493,23 @@ def _results(
             advantages=rs.advantages,
             judgments=o.judgments,
             fallback=None if o.kind == "full" else Fallback(kind=o.kind, reason=o.reason or ""),
+            integrity=_integrity(rubrics, o) if o.kind != "unscored" else None,
         )
         for rollout, spans, o, rs in zip(
             group.request.rollouts, group.spans, outcomes, scores.rollouts, strict=True
         )
     ]
+
+
+def _integrity(rubrics: Sequence[Rubric], outcome: "_Outcome") -> Integrity | None:
+    """What the answer's reading as assertion units refused, recorded in the metrics; None
+    when nothing was."""
+    count, credit = refused_credit(rubrics, outcome.judgments)
+    REFUSED_CREDIT.observe(credit)
+    if not count:
+        return None
+    REFUSED_VERDICTS.inc(count)
+    return Integrity(refused_verdicts=count, refused_credit=min(1.0, credit))
 
 
 def _log_scored(response: StagewiseScoreResponse, *, seconds: float) -> None:
