@@ -163,6 +163,7 @@ class AuditCharts:
     agreement: Markup
     length: Markup
     addressing: Markup
+    refused: Markup
 
 
 def audit_charts(signals: AuditSignals) -> AuditCharts:
@@ -182,6 +183,11 @@ def audit_charts(signals: AuditSignals) -> AuditCharts:
             {"rollouts addressing the judge": [(s.step, s.addressing_rollouts) for s in steps]},
             title="Rollouts that address the judge, per step",
             y_range=(0.0, float(max([1, *(s.addressing_rollouts for s in steps)]))),
+        ),
+        refused=line_chart(
+            {"refused credit per rollout": [(s.step, s.refused_credit) for s in steps]},
+            title="Answer credit refused (text that did not assert it), per step",
+            y_range=(0.0, 1.0),
         ),
     )
 

@@ -90,6 +90,12 @@ class StepSignals(BaseModel):
     """Pearson's r of reward and trajectory length over the step's rollouts."""
     addressing_rollouts: int
     """Rollouts whose trajectory addresses the judge."""
+    refused_rollouts: int = 0
+    """Rollouts with answer verdicts the platform refused (their evidence was not an
+    assertion carrying the rubric, or the answer asserted nothing: docs/verifier.md)."""
+    refused_credit: float | None = None
+    """The mean, over the step's scored rollouts, of the R_answer refused verdicts would
+    have added: how much reward the policy's text tries to get without asserting it."""
 
 
 class AddressingView(BaseModel):

@@ -50,6 +50,7 @@ from rubricate.common.metrics import (
 from rubricate.db.base import utcnow
 from rubricate.db.rows import from_row
 from rubricate.llm.prompt_text import manipulation_markers
+from rubricate.stagewise.domain.scoring import refused_credit
 from rubricate_client.schemas.audit import (
     AddressingKind,
     AddressingKindCount,
@@ -151,7 +152,9 @@ class InProcessAuditQueue:
 
 
 def summarize(submission: AuditSubmission) -> dict[str, Any]:
-    """What every scored group keeps: live rewards, trajectory lengths, judge addressing."""
+    """What every scored group keeps: live rewards, trajectory lengths, judge addressing,
+    and per rollout the answer verdicts refused and the credit they claimed ([count,
+    credit], `stagewise.domain.scoring.refused_credit`; issue 32)."""
     rewards: dict[str, float] = {}
     for rollout in submission.rollouts:
         reward = None if rollout.scores is None else rollout_reward(rollout.scores)
@@ -162,10 +165,16 @@ def summarize(submission: AuditSubmission) -> dict[str, Any]:
         markers = manipulation_markers(rollout.trajectory)
         if markers:
             addressing[rollout.id] = markers
+    refused: dict[str, list[float]] = {}
+    for rollout in submission.rollouts:
+        count, credit = refused_credit(submission.rubrics, rollout.judgments)
+        if count:
+            refused[rollout.id] = [float(count), credit]
     return {
         "rewards": rewards,
         "lengths": {r.id: len(r.trajectory) for r in submission.rollouts},
         "addressing": addressing,
+        "refused": refused,
     }
 
 
@@ -295,7 +304,18 @@ def _step_signals(step: int, group: Sequence[AuditRecord]) -> StepSignals:
         agreement=sum(agreements) / len(agreements) if agreements else None,
         length_reward_correlation=pearson(lengths, rewards),
         addressing_rollouts=sum(len(r.summary.get("addressing", {})) for r in group),
+        refused_rollouts=sum(len(r.summary.get("refused", {})) for r in group),
+        refused_credit=_mean_refused_credit(group),
     )
+
+
+def _mean_refused_credit(group: Sequence[AuditRecord]) -> float | None:
+    """The mean refused credit over the step's scored rollouts (None: no rollout known)."""
+    rollouts = sum(len(r.summary.get("rewards", {})) for r in group)
+    if not rollouts:
+        return None
+    total = sum(float(v[1]) for r in group for v in r.summary.get("refused", {}).values())
+    return total / rollouts
 
 
 def _rubric_series(
