@@ -98,6 +98,17 @@ def _words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
+def _sentences(rng: random.Random, n: int) -> str:
+    """About `n` words as sentences ("The a is b of the c d."): an answer that asserts
+    something, so the judges read it as units and score it (a bare run of words is no
+    sentence: the answer's reading would give it the floor without a judge call)."""
+    out = []
+    for _ in range(max(1, n // 6)):
+        a, b, c, d = (rng.choice(WORDS) for _ in range(4))
+        out.append(f"The {a} is {b} of the {c} {d}.")
+    return " ".join(out)
+
+
 def make_step(n_rollouts: int, group_size: int, chars: int) -> list[Sample]:
     """The same step every time for a given size: prompts x group_size samples."""
     if n_rollouts % group_size:
@@ -116,7 +127,7 @@ def make_step(n_rollouts: int, group_size: int, chars: int) -> list[Sample]:
                 f"<tool_output>{_words(rng, per_stage)}</tool_output>\n"
                 f"<think>audit {_words(rng, per_stage // 4)}</think>"
                 f"<review>{_words(rng, per_stage // 2)}</review>\n"
-                f"<answer>{_words(rng, per_stage)}</answer>"
+                f"<answer>{_sentences(rng, per_stage)}</answer>"
             )
             samples.append(Sample(g, i, question, prompt, response))
     return samples

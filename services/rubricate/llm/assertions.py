@@ -193,15 +193,38 @@ class UnitReader:
                 decided[unit.id] = unit
         return UnitReading(tuple(decided[u.id] for u in units), reading, text)
 
-    async def read_parts(
-        self, parts: Sequence[str], *, question: str, usage: Usage, reading: Reading = "claims"
+    async def read_many(
+        self, texts: Sequence[str], *, question: str, usage: Usage, reading: Reading = "claims"
     ) -> list[UnitReading]:
-        """Each of `parts` (blocks, candidates) read in turn, unit ids prefixed per part
-        (`p1.u1`, …) so a citation names its part."""
-        return [
-            await self.read(part, question=question, usage=usage, reading=reading, prefix=f"p{i}.u")
-            for i, part in enumerate(parts, start=1)
+        """Each of `texts` (the answers of one group) read as `read` reads it, with the
+        model asked once for all their undecided units where it is asked in one structured
+        call (a group's answers cost one call, not one each)."""
+        if self.by_choices or self.mode != "model":
+            return [
+                await self.read(t, question=question, usage=usage, reading=reading) for t in texts
+            ]
+        cued = [read_cues(split_units(t), reading=reading, text=t) for t in texts]
+        pending = [
+            Unit(f"{k + 1}.{u.id}", u.text, u.start, u.end)
+            for k, units in enumerate(cued)
+            for u in units
+            if u.kind is None
         ]
+        answers: dict[str, Unit] = {}
+        if pending:
+            for unit in await self._ask(question, "", pending, reading, usage):
+                answers[unit.id] = unit
+        out = []
+        for k, (text, units) in enumerate(zip(texts, cued, strict=True)):
+            decided = []
+            for u in units:
+                if u.kind is None:
+                    got = answers[f"{k + 1}.{u.id}"]
+                    assert got.kind is not None
+                    u = u.decided(got.kind, got.cue)
+                decided.append(u)
+            out.append(UnitReading(tuple(decided), reading, text))
+        return out
 
     async def _ask(
         self, question: str, text: str, units: Sequence[Unit], reading: Reading, usage: Usage

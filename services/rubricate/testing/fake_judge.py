@@ -41,7 +41,7 @@ GARBAGE = "I am sorry, I cannot help with that. <<not json>>"
 
 _RUBRIC_LINE = re.compile(r"^(\d+)\. \((plan|research|review|answer)\)", re.M)
 _SHOWN_UNIT = re.compile(r"^\[(u\d+)\] ", re.M)
-_LISTED_UNIT = re.compile(r"^(u\d+|p\d+\.u\d+): <untrusted>(.*?)</untrusted>$", re.M)
+_LISTED_UNIT = re.compile(r"^((?:\d+\.)?u\d+): <untrusted>(.*?)</untrusted>$", re.M)
 META_TELL = "[[meta]]"
 """A unit holding it is read as talk about the text (the fake's answer to `unit_kinds`)."""
 

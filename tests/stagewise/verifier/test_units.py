@@ -20,7 +20,11 @@ from rubricate.core.rubrics import make_rubric
 from rubricate.llm.base import GenerationParams
 from rubricate.llm.server import TaskSettings
 from rubricate.llm.settings import LLMSettings
-from rubricate.stagewise.verifier.schemas import StageScoresRequest
+from rubricate.stagewise.verifier.schemas import (
+    GroupStageScoresRequest,
+    GroupTrajectory,
+    StageScoresRequest,
+)
 from rubricate.stagewise.verifier.service import StageScoringService
 from rubricate.testing.fake_judge import FakeJudgeBackend
 from rubricate_client.schemas.rubrics import Rubric, RubricSpec
@@ -148,3 +152,29 @@ async def test_with_the_reading_off_the_answer_reaches_the_judge_as_written() ->
     out = await service(backend, "off").stage_scores(request(answer))
     assert answer in sheet_prompts(backend)[0]
     assert out.judgments[0].score == 2 and out.judgments[0].refused is None
+
+
+async def test_a_groups_answers_are_read_in_one_call() -> None:
+    backend = FakeJudgeBackend()
+    svc = service(backend, "model")
+    group = GroupStageScoresRequest(
+        question=QUESTION,
+        rubrics=[DATE],
+        trajectories=[
+            GroupTrajectory(stages=request(answer).stages, rubrics=[0])
+            for answer in (
+                "The wall fell on 9 November 1989.",
+                "The wall fell in 1961. [[meta]] Nine November 1989 per the official record.",
+                ":",
+            )
+        ],
+    )
+    out = await svc.group_stage_scores(group)
+    assert [name for name, _ in backend.calls].count("unit_kinds") == 1
+    listed = next(p for name, p in backend.calls if name == "unit_kinds")
+    assert "1.u1" in listed and "2.u2" in listed and "3.u1" not in listed  # ":" has a cue
+    first, second, third = (t.judgments for t in out.trajectories)
+    assert first is not None and first[0].score == 1 and first[0].refused is None
+    assert second is not None and "official record" not in sheet_prompts(backend)[1]
+    assert third is not None and third[0].refused  # asserts nothing: the floor, no call
+    assert len(sheet_prompts(backend)) == 2

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Sequence
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from rubricate.common.usage import Usage
 from rubricate.core.assertions import UnitReading
@@ -34,7 +34,6 @@ from rubricate.stagewise.prompts import scoring as stage_scoring
 from rubricate.stagewise.verifier.schemas import (
     GroupStageScoresRequest,
     GroupStageScoresResponse,
-    GroupTrajectory,
     StageScoresRequest,
     StageScoresResponse,
     TrajectoryScores,
@@ -57,6 +56,13 @@ def _sheet_schema(n_rubrics: int, n_units: int) -> dict[str, Any]:
     return stage_scoring.sheet_schema(_SHEET, n_rubrics=n_rubrics, n_units=n_units)
 
 
+class _Unread:
+    """`stage_scores`' default: the answer is not read yet (it reads it itself)."""
+
+
+UNREAD: Final = _Unread()
+
+
 class StageScoringService(TaskService):
     """The verifier's stage scores task (`stagewise.verifier.endpoints.STAGE_SCORES`, and
     `GROUP_STAGE_SCORES` for a group's trajectories in one call)."""
@@ -66,13 +72,17 @@ class StageScoringService(TaskService):
         self.design = chosen_design(self.tasks.scoring_design, backend, llm)
         self.gate = RequestGate(llm, backend.name)
 
-    async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
+    async def stage_scores(
+        self, request: StageScoresRequest, *, read: UnitReading | _Unread | None = UNREAD
+    ) -> StageScoresResponse:
         """The request's rubrics judged on its trajectory. The answer stage is read as
         assertion units first (`llm.assertions`): the judge sees it as units, a met answer
         rubric needs evidence (`generate`), and an answer that asserts nothing gets the floor
         on its answer rubrics with no judge call."""
         usage = Usage()
-        answer_units = await self._answer_units(request, usage)
+        answer_units = (
+            await self._answer_units(request, usage) if isinstance(read, _Unread) else read
+        )
         floored: dict[str, Judgment] = {}
         rubrics = request.rubrics
         if answer_units is not None and not answer_units.has_assertion:
@@ -106,6 +116,28 @@ class StageScoringService(TaskService):
         ):
             return None
         return await self.units.read(answer, question=request.question, usage=usage)
+
+    async def _group_answer_units(
+        self, requests: Sequence[StageScoresRequest], usage: Usage
+    ) -> list[UnitReading | _Unread | None]:
+        """The answers of a group's trajectories read in one pass (`UnitReader.read_many`:
+        one model call for the group, not one per trajectory); None where `_answer_units`
+        reads none."""
+        wanted = [
+            k
+            for k, r in enumerate(requests)
+            if self.units.on
+            and (answer := r.stages.get("answer")) is not None
+            and any(x.stage == "answer" for x in r.rubrics)
+            and not manipulation_markers(answer)
+        ]
+        out: list[UnitReading | _Unread | None] = [None] * len(requests)
+        if wanted:
+            texts = [requests[k].stages["answer"] or "" for k in wanted]
+            read = await self.units.read_many(texts, question=requests[0].question, usage=usage)
+            for k, reading in zip(wanted, read, strict=True):
+                out[k] = reading
+        return out
 
     async def _sheet(
         self,
@@ -148,15 +180,23 @@ class StageScoringService(TaskService):
         in the error shape and with the status its own call would have answered, and its
         usage counts in the call's."""
         usage = Usage()
-
-        async def one(trajectory: GroupTrajectory) -> TrajectoryScores:
-            alone = StageScoresRequest.model_construct(
+        alone = [
+            StageScoresRequest.model_construct(
                 question=request.question,
-                stages=trajectory.stages,
-                rubrics=[request.rubrics[k] for k in trajectory.rubrics],
+                stages=t.stages,
+                rubrics=[request.rubrics[k] for k in t.rubrics],
             )
+            for t in request.trajectories
+        ]
+        try:
+            readings = await self._group_answer_units(alone, usage)
+        except LLMError as exc:  # no answer could be read: each trajectory reads its own
+            usage.merge(exc.usage)
+            readings = [UNREAD] * len(alone)
+
+        async def one(k: int) -> TrajectoryScores:
             try:
-                out = await self.stage_scores(alone)
+                out = await self.stage_scores(alone[k], read=readings[k])
             except LLMError as exc:
                 usage.merge(exc.usage)
                 failure = as_service_error(exc, task=TASK)
@@ -169,7 +209,7 @@ class StageScoringService(TaskService):
             usage.merge(out.usage)
             return TrajectoryScores(judgments=out.judgments)
 
-        outcomes = await gather_or_cancel(one(t) for t in request.trajectories)
+        outcomes = await gather_or_cancel(one(k) for k in range(len(alone)))
         return GroupStageScoresResponse(trajectories=outcomes, **self.served(usage))
 
     async def _choose(
