@@ -161,3 +161,16 @@ def test_evidence_must_cite_assertions_that_hold_the_criterions_numbers() -> Non
     assert "unknown" in check_evidence(["u9"], r, numbers_of=wanted).why
     assert "lack" in check_evidence(["u3"], r, numbers_of=wanted).why
     assert check_evidence(["u3"], r, numbers_of="Says that crowds crossed.").valid
+
+
+def test_citing_markup_beside_an_assertion_is_not_held_against_a_verdict() -> None:
+    text = "<answer>\nThe wall fell on 9 November 1989.\n</answer>"
+    r = UnitReading(
+        tuple(
+            u.decided("assert", "test") if u.kind is None else u
+            for u in read_cues(split_units(text), text=text)
+        )
+    )
+    assert [u.kind for u in r.units] == ["meta", "assert", "meta"]
+    assert check_evidence(["u1", "u2"], r, numbers_of="9 November 1989").valid
+    assert not check_evidence(["u1"], r, numbers_of="9 November 1989").valid

@@ -354,7 +354,7 @@ def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] 
     model decides: content or meta). `process` material is read for meta only."""
     stripped = _MARKUP.sub(" ", text).strip()
     if not _HAS_WORD.search(stripped) or (not content_words(stripped) and len(stripped) < 40):
-        return "meta", "no content"
+        return "meta", NO_CONTENT
     words = stripped.split()
     if (
         len(words) >= 6
@@ -510,6 +510,14 @@ class UnitReading:
         )
 
 
+NO_CONTENT: Final = "no content"
+
+
+def is_structure(unit: Unit) -> bool:
+    """Whether `unit` is only structure (markup, punctuation): it is not shown to a judge."""
+    return unit.kind == "meta" and unit.cue == NO_CONTENT
+
+
 def creditable(unit: Unit, reading: Reading) -> bool:
     """Whether `unit` can earn credit: an assertion; in `process` material anything but meta."""
     if unit.kind == "meta":
@@ -569,6 +577,8 @@ def check_evidence(cited: Sequence[str], reading: UnitReading, *, numbers_of: st
     unknown = [i for i in ids if i not in by_id]
     if unknown:
         return Evidence(ids, False, f"unknown unit ids {unknown}")
+    # markup and punctuation carry nothing either way: citing them beside assertions is noise
+    ids = [i for i in ids if not is_structure(by_id[i])] or ids
     barred = [i for i in ids if not creditable(by_id[i], reading.reading)]
     if barred:
         kinds = ", ".join(f"{i} ({by_id[i].kind})" for i in barred)

@@ -38,6 +38,7 @@ from rubricate.core.assertions import (
     UnitKind,
     UnitReading,
     creditable,
+    is_structure,
     read_cues,
     split_units,
 )
@@ -272,11 +273,14 @@ def _p_yes(logprobs: dict[str, float]) -> float:
 
 def render_units(reading: UnitReading, *, max_chars: int) -> str:
     """A reading as a judge prompt shows it: a creditable unit as `[id] text`, another kind
-    as `[id · kind: what it is; not shown]`, a meta unit as withheld. Escaped for a fence;
+    as `[id · kind: what it is; not shown]`, a meta unit as withheld; markup and punctuation
+    (`core.assertions.is_structure`) not at all. Escaped for a fence;
     the units' text together is clipped to `max_chars`."""
     lines: list[str] = []
     budget = max_chars
     for unit in reading.units:
+        if is_structure(unit):
+            continue
         if creditable(unit, reading.reading):
             text = clip(unit.text, max_chars=max(80, budget))
             budget = max(0, budget - len(text))
