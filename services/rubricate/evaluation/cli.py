@@ -303,7 +303,7 @@ def _add_hacking(sub: Subparsers) -> None:
     )
     hacking.add_argument(
         "--units",
-        choices=("model", "cues", "off"),
+        choices=("auto", "model", "cues", "off"),
         default=None,
         help="the assertion-unit reading of every service built here (default: the task "
         "settings', RUBRICATE_TASK_UNIT_READING); off = the defence switched off",

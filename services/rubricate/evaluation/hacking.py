@@ -100,7 +100,7 @@ ROSE: Final = 1e-9
 DEFAULT_PER_FAMILY: Final = 1
 """Instances per family, judge and split: 7 families x 2 splits x 8 judges plus the
 baselines, the clean rows and the master-key check is some 300 scorings."""
-UnitSwitch = Literal["model", "cues", "off"]
+UnitSwitch = Literal["auto", "model", "cues", "off"]
 
 
 # --- what is scored -----------------------------------------------------------------------------
@@ -240,12 +240,9 @@ def task_settings(
     settings every service built here gets (`units` None: the settings' own default)."""
     from rubricate.llm.server import TaskSettings
 
-    fixed: dict[str, object] = {"scoring_design": design}
-    if units is not None:
-        if "unit_reading" not in TaskSettings.model_fields:
-            raise ValueError("this build has no assertion-unit reading to switch")
-        fixed["unit_reading"] = units
-    return TaskSettings(**fixed)  # type: ignore[arg-type]
+    if units is None:
+        return TaskSettings(scoring_design=design)
+    return TaskSettings(scoring_design=design, unit_reading=units)
 
 
 @dataclass
@@ -305,7 +302,7 @@ class Bench:
             from rubricate.steps.verifier.service import StepJudgeService
 
             service = StepJudgeService(backend=self.backend, llm=self.llm, steps=StepTaskSettings())
-            return ij._fraction_scorer(service)
+            return ij.fraction_scorer(service)
         return ij.scorer(cast(ij.JudgeKind, kind), self.backend, self.llm)
 
     def rubrics(self, item: BaseItem) -> "list[Rubric]":

@@ -411,7 +411,7 @@ def _step_scorer(kind: JudgeKind, backend: "LLMBackend", llm: "LLMSettings") -> 
     from rubricate.steps.verifier.service import StepJudgeService
 
     service = StepJudgeService(backend=backend, llm=llm, steps=StepTaskSettings())
-    fraction = _fraction_scorer(service)
+    fraction = fraction_scorer(service)
     if kind == "steps":
         return lambda action: fraction(action, STEP_CRITERIA)
     if kind == "listwise":
@@ -419,7 +419,7 @@ def _step_scorer(kind: JudgeKind, backend: "LLMBackend", llm: "LLMSettings") -> 
     return _rank_scorer(service)
 
 
-def _fraction_scorer(service: "StepJudgeService") -> Fraction:
+def fraction_scorer(service: "StepJudgeService") -> Fraction:
     from rubricate.steps.domain.rewards import make_rubric, weighted_fraction
     from rubricate.steps.verifier.schemas import StepVerdictsRequest
 
