@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from rubricate_client import verl
+from rubricate_client.api import payload
 from rubricate_client.http import Client
 from rubricate_client.openrlhf import reward_func
 from rubricate_client.schemas.rewards import GetRewardResponse
@@ -95,7 +96,8 @@ def test_trl_request_wire_format() -> None:
     )
     k1, k2 = group_key_of("P1"), group_key_of("P2")
     assert k1 != k2
-    assert request.model_dump(exclude_none=True) == {
+    # what goes on the wire (`api.payload`: the fields the adapter set, by their wire names)
+    assert {k: v for k, v in payload(request).items() if v is not None} == {
         "query": ["P1C1", "P2C2"],
         "prompts": ["P1", "P2"],
         "labels": [
