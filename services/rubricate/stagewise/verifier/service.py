@@ -104,9 +104,10 @@ class StageScoringService(TaskService):
             judgments=[by_id[r.id] for r in request.rubrics], **self.served(usage)
         )
 
-    async def _answer_units(self, request: StageScoresRequest, usage: Usage) -> UnitReading | None:
-        """The answer stage as units, when an answer rubric judges it, the reading is on and
-        the stage is not withheld whole by the judge-addressing markers (the second line)."""
+    def _answer_to_read(self, request: StageScoresRequest) -> str | None:
+        """The answer stage, when it is read as units: an answer rubric judges it, the
+        reading is on and the stage is not withheld whole by the judge-addressing markers
+        (the second line)."""
         answer = request.stages.get("answer")
         if (
             not self.units.on
@@ -115,25 +116,25 @@ class StageScoringService(TaskService):
             or manipulation_markers(answer)
         ):
             return None
+        return answer
+
+    async def _answer_units(self, request: StageScoresRequest, usage: Usage) -> UnitReading | None:
+        """The answer stage as units (`_answer_to_read`), else None."""
+        answer = self._answer_to_read(request)
+        if answer is None:
+            return None
         return await self.units.read(answer, question=request.question, usage=usage)
 
     async def _group_answer_units(
         self, requests: Sequence[StageScoresRequest], usage: Usage
     ) -> list[UnitReading | _Unread | None]:
         """The answers of a group's trajectories read in one pass (`UnitReader.read_many`:
-        one model call for the group, not one per trajectory); None where `_answer_units`
-        reads none."""
-        wanted = [
-            k
-            for k, r in enumerate(requests)
-            if self.units.on
-            and (answer := r.stages.get("answer")) is not None
-            and any(x.stage == "answer" for x in r.rubrics)
-            and not manipulation_markers(answer)
-        ]
+        one model call for the group, not one per trajectory); None where none is read."""
+        answers = [self._answer_to_read(r) for r in requests]
+        wanted = [k for k, answer in enumerate(answers) if answer is not None]
         out: list[UnitReading | _Unread | None] = [None] * len(requests)
         if wanted:
-            texts = [requests[k].stages["answer"] or "" for k in wanted]
+            texts = [answers[k] or "" for k in wanted]
             read = await self.units.read_many(texts, question=requests[0].question, usage=usage)
             for k, reading in zip(wanted, read, strict=True):
                 out[k] = reading
