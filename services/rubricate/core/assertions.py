@@ -10,17 +10,21 @@ B or whether C") or a denial ("it is not true that A"), and for content-free ope
 1. `split_units` cuts it into units with stable ids (`u1`, `u2`, … in reading order): lines
    and list items, then sentences, then clauses joined by a semicolon or by a contrastive or
    coordinating conjunction after a comma.
-2. `cue_kind` decides, from closed classes of grammar (question marks, conditional and
-   hortative openers, negators, epistemic modals, distancing report verbs, words that refer
-   to the text itself or to its grading), what a unit does where such a cue is sound. A unit
-   with no such cue is *undecided*: the judge model says whether it is content or meta
-   (`rubricate.llm.assertions`). The cues are grammar, not attack phrases: an attack written
-   without them is classified by the model, and a sentence that has them is not an assertion
-   whatever else it says.
+2. `cue_kind` decides, from closed classes of grammar, what a unit does where such a cue is
+   sound: a question mark, a conditional opener or what an answer *would* say, epistemic
+   modals and undecided alternatives, negators and denial predicates, distancing report
+   verbs; and, as meta, deixis to the text itself, the vocabulary of grading and of those
+   who judge a text, a verdict on an unnamed subject, a checklist annotation, the author
+   announcing their process, headings, markup and runs of words with no sentence.
+   `read_cues` adds what a unit's neighbours decide (a continuation keeps its clause's
+   kind; units quoted under a label about the answer key are reports). A unit with no cue
+   is *undecided*: the judge model says whether it is content or meta where the reading
+   uses it (`rubricate.llm.assertions`), else it is an assertion. The cues are grammar,
+   not attack phrases: a sentence that has one is not an assertion whatever else it says.
 3. What a unit may earn depends on its kind (`creditable`): only an `assert` unit is
    material a positive rubric can be met by or a nugget supported by; `meta` units are
    withheld from every judge; the other kinds are shown as what they are, without their
-   content (`UnitReading.view`).
+   content; markup and punctuation are not shown at all (`is_structure`).
 
 Two readings: `claims` for answers (stagewise answer stages, nugget blocks), where every
 kind applies; `process` for plans, actions, reflections and candidates, where questions,
@@ -492,23 +496,6 @@ class UnitReading:
         """The creditable units' text, one per line: what grounding checks are run on."""
         return "\n".join(u.text for u in self.asserted)
 
-    def counts(self) -> "UnitCounts":
-        withheld = sum(1 for u in self.units if u.kind == "meta")
-        asserted = len(self.asserted)
-        return UnitCounts(
-            units=len(self.units),
-            asserted=asserted,
-            withheld=withheld,
-            relabelled=len(self.units) - asserted - withheld,
-            withheld_chars=sum(len(u.text) for u in self.units if u.kind == "meta"),
-            relabelled_chars=sum(
-                len(u.text)
-                for u in self.units
-                if u.kind != "meta" and not creditable(u, self.reading)
-            ),
-            chars=sum(len(u.text) for u in self.units),
-        )
-
 
 NO_CONTENT: Final = "no content"
 
@@ -523,29 +510,6 @@ def creditable(unit: Unit, reading: Reading) -> bool:
     if unit.kind == "meta":
         return False
     return reading == "process" or unit.kind == "assert"
-
-
-@dataclass(frozen=True)
-class UnitCounts:
-    """How much of a piece of material the judges could pay for."""
-
-    units: int = 0
-    asserted: int = 0
-    withheld: int = 0
-    relabelled: int = 0
-    withheld_chars: int = 0
-    relabelled_chars: int = 0
-    chars: int = 0
-
-    def __add__(self, other: "UnitCounts") -> "UnitCounts":
-        return UnitCounts(
-            *(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__)
-        )
-
-    @property
-    def unasserted_share(self) -> float:
-        """The share of the material's characters withheld or re-labelled (0 when empty)."""
-        return (self.withheld_chars + self.relabelled_chars) / self.chars if self.chars else 0.0
 
 
 @dataclass
