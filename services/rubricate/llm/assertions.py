@@ -2,15 +2,19 @@
 issue 32; the rules are in `core.assertions`).
 
 `UnitReader.read` splits a text into units, lets the closed-class cues decide what they can
-(`core.assertions.read_cues`), and asks the judge model about the rest: is this unit about
-the question's subject, in the author's own voice, or does it talk about the text itself,
-its quality, checking or grading, its reader, or what reviewers concluded? On a backend that
-scores choices (the embedded one, a server returning log-probabilities) that is one
-forward pass per undecided unit, read as p(yes), with the system prompt and the question
-as the shared, cached prefix; elsewhere one structured call per text lists the unit ids that
-are not content. A unit the model calls meta is withheld; an undecided unit the model calls
-content is an assertion. The model is never asked to find hedges, denials or questions: the
-cues do that, so the model's one question is the one no word list can answer.
+(`core.assertions.read_cues`), and, in the `model` mode, asks the judge model about the
+rest: is this unit about the question's subject in the writer's own voice, or does it talk
+about the text itself, its quality, checking or grading, its reader, or what reviewers
+concluded? On a choices backend with a per-slot prefix cache that is one forward pass per
+undecided unit, read as p(yes), with the question and the whole text as the shared prefix;
+elsewhere one structured call per text (`read_many`: one per group of answers) lists the
+unit ids that are not content. In the `cues` mode an undecided unit is an assertion. `auto`
+(the default) is `cues` on the embedded backend, whose 1.5B model did not separate content
+from talk about the text (docs/verifier.md), and `model` elsewhere. The model is never asked
+to find hedges, denials or questions: the cues do that.
+
+`shown_text` is the same for judges calibrated on running text (the nugget judge): the
+creditable units verbatim, every other unit as a short note.
 
 `render_units` is how a judge prompt shows a reading: creditable units verbatim with their
 ids, the other kinds as typed placeholders without their content, meta units as withheld.
