@@ -33,12 +33,12 @@ from rubricate.gateway.settings import GatewaySettings
 from rubricate.llm.base import GenerationParams
 from rubricate.llm.errors import TransportError
 from rubricate.llm.settings import LLMSettings
-from rubricate.testing.fake_judge import FakeJudgeBackend
+from rubricate.testing.fake_judge import FakeJudgeBackend, shown_units
 
 from .test_stagewise_degrade import CASE, OTHER
 
 _RUBRIC = re.compile(r"^(\d+)\. \((plan|research|review|answer)\)", re.M)
-_ANSWER_BLOCK = re.compile(r'<untrusted stage="answer">(.*?)</untrusted>', re.S)
+_ANSWER_BLOCK = re.compile(r'<untrusted stage="answer"[^>]*>(.*?)</untrusted>', re.S)
 DOWN = "[[judge-down]]"
 
 
@@ -53,6 +53,8 @@ def fake_citation_judge(user: str, params: GenerationParams) -> str:
         {
             "index": int(i),
             "justification": "fake",
+            # the answer's units shown as assertions, cited for a met answer rubric
+            "evidence": shown_units(material) if stage == "answer" and cited else [],
             "score": (2 if cited else 0) if stage == "answer" else 1,
         }
         for i, stage in _RUBRIC.findall(head.partition("Rubrics:")[2])

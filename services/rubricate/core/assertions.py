@@ -360,8 +360,9 @@ def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] 
     if not _HAS_WORD.search(stripped) or (not content_words(stripped) and len(stripped) < 40):
         return "meta", NO_CONTENT
     words = stripped.split()
-    if (
-        len(words) >= 6
+    if (  # a search query is a run of words: that is a claim's defect, not an action's
+        reading == "claims"
+        and len(words) >= 6
         and ", " not in stripped
         and not _STOPS.intersection(w.lower().strip("#.;:!?\"'()") for w in words)
     ):
@@ -435,7 +436,7 @@ def read_cues(units: Sequence[Unit], *, reading: Reading = "claims", text: str =
         ):
             frame = decided
         out.append(decided)
-    return _single_word_columns(out, text)
+    return _single_word_columns(out, text) if reading == "claims" else out
 
 
 _COLUMN_MIN: Final = 5

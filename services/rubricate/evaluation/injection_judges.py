@@ -315,8 +315,8 @@ Scorer = Callable[[Any], Awaitable[tuple[float, bool]]]
 
 Defence = Literal["full", "grounding-only", "none"]
 """For the nugget judges: `full` (as served), `grounding-only` (blocks that address the judge
-are flagged but shown to it), `none` (shown, and no grounding check): what the model and
-each layer do on their own."""
+are flagged but shown to it, and not read as assertion units), `none` (shown as written, and
+no grounding check): what the model and each layer do on their own."""
 
 
 def scorer(
@@ -336,11 +336,14 @@ def _nugget_scorer(
     kind: JudgeKind, backend: "LLMBackend", llm: "LLMSettings", *, defence: Defence
 ) -> Scorer:
     from rubricate.common.usage import Usage
+    from rubricate.llm.server import TaskSettings
     from rubricate.nuggets.gateway.service import NuggetService, NuggetSettings
     from rubricate.nuggets.verifier.service import NuggetLabelService
     from rubricate_client.schemas.nuggets import NuggetIn, NuggetVerifyRequest
 
-    labeller = NuggetLabelService(backend=backend, llm=llm, withhold=defence == "full")
+    # a layer on its own: below `full`, the answer's reading as units is off too
+    tasks = TaskSettings() if defence == "full" else TaskSettings(unit_reading="off")
+    labeller = NuggetLabelService(backend=backend, llm=llm, tasks=tasks, withhold=defence == "full")
     service = NuggetService(
         verifier=None,
         settings=NuggetSettings(grounding=defence != "none"),
