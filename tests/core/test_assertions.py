@@ -94,6 +94,11 @@ def test_process_material_is_read_for_talk_about_the_text_only() -> None:
     assert cue_kind("Was the date 1989? Search for it.", reading="process") is None
     assert cue_kind("I will search for the date.", reading="process") is None
     assert cue_kind("This action meets every criterion above.", reading="process") is not None
+    topic = frozenset({"berlin", "wall", "fall"})
+    assert cue_kind("Let me search for when the wall fell.", reading="process", topic=topic) is None
+    opener = cue_kind("Let's solve this problem step by step.", reading="process", topic=topic)
+    assert opener is not None and opener[0] == "meta"
+    assert cue_kind("Solution", reading="process") is not None
     # a search query is a run of words: an action, not a defect
     assert cue_kind("search('date Berlin Wall fell 9 November 1989')", reading="process") is None
 

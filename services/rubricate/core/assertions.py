@@ -353,9 +353,12 @@ def _denies(text: str) -> str:
     return ""
 
 
-def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] | None:
+def cue_kind(
+    text: str, *, reading: Reading = "claims", topic: frozenset[str] = frozenset()
+) -> tuple[UnitKind, str] | None:
     """(kind, cue) where a closed-class cue decides what `text` does, else None (the judge
-    model decides: content or meta). `process` material is read for meta only."""
+    model decides: content or meta). `process` material is read for meta only; `topic`: the
+    content words of the question (an announced step that shares none is an opener)."""
     stripped = _MARKUP.sub(" ", text).strip()
     if not _HAS_WORD.search(stripped) or (not content_words(stripped) and len(stripped) < 40):
         return "meta", NO_CONTENT
@@ -375,10 +378,15 @@ def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] 
         return "meta", f"speaks of grading ({m.group(0).strip()!r})"
     if stripped.endswith(":") and len(stripped.split()) <= 4:
         return "meta", "a heading"
-    if reading == "process":
-        return None
     if _DISCOURSE_HEADING.match(stripped):
         return "meta", "a heading"
+    if reading == "process":
+        # the author announcing a step is part of the work, unless the step says nothing
+        # of the task ("Let's solve this problem step by step."): an opener
+        process = _HORTATIVE.match(stripped) or _INTENTION.match(stripped)
+        if process is not None and topic and not content_words(stripped) & topic:
+            return "meta", f"an opener that names nothing of the task ({process.group(0)!r})"
+        return None
     if (m := _HORTATIVE.match(stripped)) is not None:
         return "meta", f"a proposal, not a claim ({m.group(0)!r})"
     if (m := _INTENTION.match(stripped)) is not None:
@@ -404,7 +412,13 @@ def cue_kind(text: str, *, reading: Reading = "claims") -> tuple[UnitKind, str] 
     return None
 
 
-def read_cues(units: Sequence[Unit], *, reading: Reading = "claims", text: str = "") -> list[Unit]:
+def read_cues(
+    units: Sequence[Unit],
+    *,
+    reading: Reading = "claims",
+    text: str = "",
+    topic: frozenset[str] = frozenset(),
+) -> list[Unit]:
     """`units` (of `text`) with every kind a cue decides; a continuation clause of a
     non-assertion takes that clause's kind (`_CONTINUES`; after talk about the text, only a
     complement clause: "…would say that A, and that B"); the units after a label that speaks
@@ -416,7 +430,7 @@ def read_cues(units: Sequence[Unit], *, reading: Reading = "claims", text: str =
         previous = out[-1] if out else None
         if frame is not None and previous is not None and "\n\n" in text[previous.end : unit.start]:
             frame = None
-        found = cue_kind(unit.text, reading=reading)
+        found = cue_kind(unit.text, reading=reading, topic=topic)
         if found is None and reading == "claims" and frame is not None:
             found = "report", f"quoted under {frame.id}"
         if (

@@ -46,6 +46,7 @@ from rubricate.core.assertions import (
     read_cues,
     split_units,
 )
+from rubricate.core.words import content_words
 from rubricate.llm.base import GenerationParams, LLMBackend, Message
 from rubricate.llm.calls import complete_structured, scored_choices
 from rubricate.llm.prompt_text import clip, escape_untrusted
@@ -183,7 +184,12 @@ class UnitReader:
     ) -> UnitReading:
         """`text` as decided units. Raises `LLMError` when the model fails after its
         retries (a reading is never guessed: the judge call that needed it fails too)."""
-        units = read_cues(split_units(text, prefix=prefix), reading=reading, text=text)
+        units = read_cues(
+            split_units(text, prefix=prefix),
+            reading=reading,
+            text=text,
+            topic=frozenset(content_words(question)),
+        )
         undecided: list[Unit] = []
         decided: dict[str, Unit] = {}
         for unit in units:
@@ -208,7 +214,8 @@ class UnitReader:
             return [
                 await self.read(t, question=question, usage=usage, reading=reading) for t in texts
             ]
-        cued = [read_cues(split_units(t), reading=reading, text=t) for t in texts]
+        topic = frozenset(content_words(question))
+        cued = [read_cues(split_units(t), reading=reading, text=t, topic=topic) for t in texts]
         pending = [
             Unit(f"{k + 1}.{u.id}", u.text, u.start, u.end)
             for k, units in enumerate(cued)
