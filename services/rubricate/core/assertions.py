@@ -42,15 +42,6 @@ from typing import Final, Literal
 from rubricate.core.words import STOP_WORDS, content_words
 
 UnitKind = Literal["assert", "meta", "hedge", "negate", "question", "suppose", "report"]
-UNIT_KINDS: Final[tuple[UnitKind, ...]] = (
-    "assert",
-    "meta",
-    "hedge",
-    "negate",
-    "question",
-    "suppose",
-    "report",
-)
 Reading = Literal["claims", "process"]
 
 KIND_NOTES: Final[dict[UnitKind, str]] = {
@@ -505,11 +496,6 @@ class UnitReading:
 
     def by_id(self) -> dict[str, Unit]:
         return {u.id: u for u in self.units}
-
-    @property
-    def asserted_text(self) -> str:
-        """The creditable units' text, one per line: what grounding checks are run on."""
-        return "\n".join(u.text for u in self.asserted)
 
 
 NO_CONTENT: Final = "no content"

@@ -27,7 +27,6 @@ requests: the same request costs the same work each time it is sent, and the jud
 (`llm.judge_cache`), where it is on, serves repeated unit passes like any judge call.
 """
 
-import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import Final, Literal
@@ -51,8 +50,6 @@ from rubricate.llm.base import GenerationParams, LLMBackend, Message
 from rubricate.llm.calls import complete_structured, scored_choices
 from rubricate.llm.prompt_text import clip, escape_untrusted
 from rubricate.llm.retry import RetryArgs
-
-log = logging.getLogger("rubricate.llm.assertions")
 
 TASK: Final = "unit_reading"
 """The judge metrics' task label (`common.metrics.JUDGE_TASKS`)."""
@@ -180,12 +177,11 @@ class UnitReader:
         question: str,
         usage: Usage,
         reading: Reading = "claims",
-        prefix: str = "u",
     ) -> UnitReading:
         """`text` as decided units. Raises `LLMError` when the model fails after its
         retries (a reading is never guessed: the judge call that needed it fails too)."""
         units = read_cues(
-            split_units(text, prefix=prefix),
+            split_units(text),
             reading=reading,
             text=text,
             topic=frozenset(content_words(question)),
