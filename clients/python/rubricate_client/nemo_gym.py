@@ -40,10 +40,14 @@ from nemo_gym.base_resources_server import (  # type: ignore[import-not-found]
 from nemo_gym.judge import JudgeError, reraise_judge_errors  # type: ignore[import-not-found]
 from pydantic import ConfigDict, Field
 
-from rubricate_client.errors import APIError, TransportError
-from rubricate_client.http import AsyncClient
 from rubricate_client.schemas.rewards import STAGE_COMPONENTS
-from rubricate_client.trainers import group_key_of, merge_label, reward_request, with_group
+from rubricate_client.trainers import (
+    get_reward_or_fail,
+    group_key_of,
+    merge_label,
+    reward_request,
+    with_group,
+)
 
 CLASS_NAME = "RubricateResourcesServer"
 
@@ -129,16 +133,13 @@ class RubricateResourcesServer(SimpleResourcesServer):  # type: ignore[misc]
         )
 
     async def _get_reward(self, request: Any) -> Any:
-        async with AsyncClient(
+        return await get_reward_or_fail(
             self.config.rubricate_url,
+            request,
             timeout_s=self.config.timeout_s,
             tenant=self.config.tenant,
-            api_key=os.environ.get("RUBRICATE_API_KEY") or None,
-        ) as client:
-            try:
-                return await client.get_reward(request)
-            except (APIError, TransportError) as exc:
-                raise JudgeError(f"rubricate gateway: {exc}") from exc
+            failure=JudgeError,
+        )
 
 
 def label_json(label: Any) -> str:

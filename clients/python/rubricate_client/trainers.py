@@ -9,10 +9,11 @@ import json
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubricate_client.errors import APIError, TransportError
 from rubricate_client.http import DEFAULT_URL, AsyncClient, Client
 from rubricate_client.schemas.rewards import GetRewardRequest, GetRewardResponse, RewardLabel
 
@@ -236,3 +237,24 @@ def per_sample(
     if SCORED not in response.extra_logs:
         out["scored"] = 0.0 if response.rewards[index] is None else 1.0
     return out
+
+
+async def get_reward_or_fail(
+    url: str,
+    request: GetRewardRequest,
+    *,
+    timeout_s: float,
+    tenant: str | None,
+    failure: Callable[[str], Exception],
+) -> GetRewardResponse:
+    """One `/get_reward` on a client of its own (the key from `RUBRICATE_API_KEY`); a
+    gateway error or an unreachable gateway raises `failure(message)`, the environment
+    library's own failure type (NeMo Gym's `JudgeError`, the verifiers judge's error), so
+    it reaches the trainer as a failure, never as a reward."""
+    async with AsyncClient(
+        url, timeout_s=timeout_s, tenant=tenant, api_key=os.environ.get("RUBRICATE_API_KEY") or None
+    ) as client:
+        try:
+            return await client.get_reward(request)
+        except (APIError, TransportError) as exc:
+            raise failure(f"rubricate gateway: {exc}") from exc

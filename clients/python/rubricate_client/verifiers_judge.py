@@ -52,10 +52,14 @@ from typing import Any
 from verifiers.v1 import Judge, JudgeConfig, TaskData, Trace  # type: ignore[import-not-found]
 from verifiers.v1.judge import judge_response  # type: ignore[import-not-found]
 
-from rubricate_client.errors import APIError, TransportError
-from rubricate_client.http import AsyncClient
 from rubricate_client.schemas.rewards import GetRewardResponse
-from rubricate_client.trainers import group_key_of, merge_label, reward_request, with_group
+from rubricate_client.trainers import (
+    get_reward_or_fail,
+    group_key_of,
+    merge_label,
+    reward_request,
+    with_group,
+)
 
 __all__ = ["RubricateJudge", "RubricateJudgeConfig", "RubricateJudgeError"]
 
@@ -113,13 +117,10 @@ class RubricateJudge(Judge[float, RubricateJudgeConfig]):  # type: ignore[misc]
         return float(reward)
 
     async def _get_reward(self, request: Any) -> GetRewardResponse:
-        async with AsyncClient(
+        return await get_reward_or_fail(
             self.config.rubricate_url,
+            request,
             timeout_s=self.config.timeout_s,
             tenant=self.config.tenant,
-            api_key=os.environ.get("RUBRICATE_API_KEY") or None,
-        ) as client:
-            try:
-                return await client.get_reward(request)
-            except (APIError, TransportError) as exc:
-                raise RubricateJudgeError(f"rubricate gateway: {exc}") from exc
+            failure=RubricateJudgeError,
+        )
