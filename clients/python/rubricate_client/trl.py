@@ -29,6 +29,13 @@ at sequence level with TRL's own trainer. `StagewiseGRPOTrainer`
 (imported from here, defined in `rubricate_client.trl_stagewise`; it needs TRL) is a
 `GRPOTrainer` whose loss gets per-token SS-GRPO advantages: each stage's tokens get that
 stage's advantage A_k (see `rubricate_client.stagecredit`).
+
+`AsyncGRPOTrainer` (`trl.experimental.async_grpo`): `RubricateReward` and
+`AsyncRubricateReward` go into `reward_funcs` as they are (they pickle into its spawned rollout
+worker, which calls them once per whole group with no `trainer_state`, so `step` is not
+sent and a group is keyed by its prompt). The policy trains on R_answer; an unscored
+completion gets advantage 0. `RubricateComponentRewards` refuses to be pickled there: that
+worker sums reward functions unweighted, not normalized one by one.
 """
 
 import logging
@@ -164,9 +171,9 @@ def announce_plain(reward: "RubricateReward | AsyncRubricateReward") -> None:
     if reward.credit_path is None and id(reward) not in _announced:
         _announced.add(id(reward))
         logger.warning(
-            "rubricate stage credit: none (TRL GRPOTrainer with %s): one advantage per "
-            "completion, GRPO on R_answer; use rubricate_client.trl.StagewiseGRPOTrainer for "
-            "SS-GRPO per-token stage credit",
+            "rubricate stage credit: none (TRL GRPOTrainer or AsyncGRPOTrainer with %s): one "
+            "advantage per completion, GRPO on R_answer; use "
+            "rubricate_client.trl.StagewiseGRPOTrainer for SS-GRPO per-token stage credit",
             reward.__name__,
         )
 
@@ -350,6 +357,20 @@ class RubricateComponentRewards:
         self._served: set[str] = set()
         self.last_response: GetRewardResponse | None = None
         self._announced = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Refused: only a trainer that normalizes each reward function on its own (TRL's
+        `GRPOTrainer` with `normalize_then_sum`) gives the components their credit, and it
+        calls them in process. `AsyncGRPOTrainer` pickles its reward functions into its rollout
+        worker and sums them unweighted and unnormalized (`_score_group`'s `np.nansum`), which
+        is not decoupled normalization."""
+        raise TypeError(
+            "RubricateComponentRewards is for TRL's GRPOTrainer with "
+            "multi_objective_aggregation='normalize_then_sum'; a trainer that pickles its "
+            "reward functions (TRL's AsyncGRPOTrainer: its rollout worker sums them "
+            "unweighted, without per-function normalization) would not give the components "
+            "their credit. Use RubricateReward there (GRPO on R_answer)."
+        )
 
     def response_for(
         self,
