@@ -83,6 +83,9 @@ async def test_async_grpo_trains_two_steps_on_whole_groups_with_r_answer_credit(
     assert first["dropped"] and not retry["dropped"]
     assert first["prompts"][0] == FIRST and retry["prompts"] == first["prompts"]
     assert retry["key"] == first["key"] and retry["answer"] == first["answer"]
+    # answered by the gateway's idempotency middleware from the stored first answer
+    assert retry["replayed"] and not first["replayed"]
+    assert not any(c["replayed"] for c in calls[2:])
     later = [c["key"] for c in calls[1:]]
     assert len(set(later)) == len(later)  # every other call is a new request
     # the judge generated rubrics once per group, with the whole group: the lost answer's

@@ -300,6 +300,7 @@ class FlakyGateway:
                             "status": answer.status_code,
                             "answer": answer.json() if answer.status_code == 200 else None,
                             "dropped": dropped,
+                            "replayed": answer.headers.get("idempotent-replayed") == "true",
                         }
                     )
                 if dropped:  # the gateway scored it; the answer is lost on the way back
