@@ -56,15 +56,19 @@ def marker_of(tokens: list[str]) -> str:
     return tokens[tokens.index("</structured_plan>") - 1]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_async_grpo_trains_two_steps_on_whole_groups_with_r_answer_credit(
-    running: Running, tmp_path: Path
+    running: Running, tmp_path: Path, mode: str
 ) -> None:
+    """`mode`: `RubricateReward` (run in a thread by TRL's worker) or `AsyncRubricateReward`
+    (awaited on the worker's event loop)."""
     async_grpo_ready()
     out = await driver(
         "trl",
         "trl_async_driver.py",
         running.platform.urls["gateway"],
         str(tmp_path),
+        mode,
         env={"OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1"},
         limit_s=600,
     )

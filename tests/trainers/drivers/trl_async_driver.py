@@ -35,7 +35,10 @@ Stand-ins (each named FAKE or REFERENCE below), for what a CPU machine without n
 Writes `records.json` in WORKDIR: per optimizer step, the samples the collator packed (group,
 advantage, reward, completion tokens) and the advantages TRL's loss received per token.
 
-usage: python trl_async_driver.py GATEWAY_URL WORKDIR
+MODE `sync` (default): `RubricateReward` (TRL's worker runs it in a thread); `async`:
+`AsyncRubricateReward` (awaited on the worker's event loop).
+
+usage: python trl_async_driver.py GATEWAY_URL WORKDIR [MODE]
 """
 
 import json
@@ -59,7 +62,7 @@ from tiny import model, tokenizer, trajectory
 from transformers import AutoModelForCausalLM
 from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
 
-from rubricate_client.trl import RubricateComponentRewards, RubricateReward
+from rubricate_client.trl import AsyncRubricateReward, RubricateComponentRewards, RubricateReward
 
 N = 4
 STEPS = 2
@@ -381,6 +384,7 @@ class Recording(AsyncGRPOTrainer):  # type: ignore[misc]
 
 def main() -> None:
     url, workdir = sys.argv[1], Path(sys.argv[2])
+    mode = sys.argv[3] if len(sys.argv) > 3 else "sync"
     captured: list[str] = []
 
     class Captured(logging.Handler):
@@ -431,7 +435,8 @@ def main() -> None:
         max_inflight_tasks=N,
         queue_maxsize=N,
     )
-    reward = RubricateReward(proxy.url, kind="stagewise", group_size=N)
+    kind = AsyncRubricateReward if mode == "async" else RubricateReward
+    reward = kind(proxy.url, kind="stagewise", group_size=N)
     try:  # the component functions cannot go to AsyncGRPO's worker (it would sum them raw)
         pickle.dumps(RubricateComponentRewards(url, group_size=N).reward_funcs)
         components_refused = ""
