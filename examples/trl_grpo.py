@@ -2,13 +2,17 @@
 straight into the trainer:
 
     from trl import GRPOConfig, GRPOTrainer
-    from rubricate_client.constants import STAGES
-from rubricate_client.stagecredit import StageCredit, credit_row, group_advantages, stage_ends
-from rubricate_client.stages import stage_spans
-from rubricate_client.tokens import token_ranges
-from rubricate_client.trl import RubricateReward, text_of
+    from rubricate_client.trl import RubricateReward
     trainer = GRPOTrainer(model=..., args=GRPOConfig(...), train_dataset=dataset,
                           reward_funcs=[RubricateReward("http://<gateway>:8000")])
+
+TRL's asynchronous trainer takes the same object (its rollout worker calls it once per whole
+group, in its own process; the policy trains on R_answer, docs/integrations/trl.md):
+
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+    trainer = AsyncGRPOTrainer(model="<model id>", args=AsyncGRPOConfig(num_generations=G, ...),
+                               train_dataset=dataset,
+                               reward_funcs=[RubricateReward(url, group_size=G)])
 
 For stage credit (SS-GRPO advantages on each stage's tokens), use the trainer subclass:
 
