@@ -1,10 +1,15 @@
 """Where a process's CPU went, from py-spy's collapsed stacks (`rl_step.py --profile DIR`).
 
-    python benchmarks/profile_summary.py DIR/1024-openrlhf-rl-1024-openrlhf-gateway.txt [--top 25]
+    python benchmarks/profile_summary.py DIR/1024-openrlhf-rl-1024-openrlhf-lean-gateway.txt
+    python benchmarks/profile_summary.py FILE --under "AuditSubmitter._hand_over"   # one subtree
 
 Prints the share of samples per leaf function (self time) and per package of the leaf
 (rubricate, starlette/fastapi, pydantic, httpx/httpcore, redis, asyncio, json, ...), and the
-rubricate functions on the stack most often (inclusive time).
+rubricate functions on the stack most often (inclusive time). With `--under TEXT`, only the
+stacks through a frame containing TEXT, and the frames right under it. `rl_step.py` samples
+with `--gil` (the thread holding the GIL): on a busy machine a process that holds the GIL
+while it waits for a CPU is still sampled, so shares are indicative; the CPU figures come from
+/proc.
 """
 
 import argparse
@@ -26,18 +31,25 @@ def package(path: str) -> str:
     return "rubricate" if head.startswith("rubricate") else head.removesuffix(".py")
 
 
-def summarize(path: Path, top: int) -> None:
+def summarize(path: Path, top: int, under: str | None = None) -> None:
     leaves: Counter[str] = Counter()
     packages: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
-    total = 0
+    below: Counter[str] = Counter()
+    total = everything = 0
     for line in path.read_text(errors="replace").splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        total += count
+        everything += count
         frames = stack.split(";")
+        if under is not None:
+            at = next((i for i, frame in enumerate(frames) if under in frame), None)
+            if at is None:
+                continue
+            below[frames[at + 1] if at + 1 < len(frames) else "(itself)"] += count
+        total += count
         leaf = frames[-1]
         m = FRAME.match(leaf)
         leaves[leaf] += count
@@ -53,6 +65,10 @@ def summarize(path: Path, top: int) -> None:
         print(f"{path}: no samples")
         return
     print(f"== {path.name}: {total} samples")
+    if under is not None:
+        print(f"-- {100 * total / everything:.1f} % of the {everything} samples are under {under}")
+        for name, n in below.most_common(top):
+            print(f"{100 * n / total:6.1f} %  {name[:150]}")
     print("-- by package of the leaf frame")
     for name, n in packages.most_common(top):
         print(f"{100 * n / total:6.1f} %  {name}")
@@ -68,9 +84,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--under", default=None, help="only the stacks through this frame")
     args = parser.parse_args()
     for path in args.files:
-        summarize(path, args.top)
+        summarize(path, args.top, args.under)
 
 
 if __name__ == "__main__":

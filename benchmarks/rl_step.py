@@ -6,7 +6,7 @@ afterwards), the judge simulator (`benchmarks/judge_sim.py`: a vLLM fleet with c
 batching and per-token cost, deterministic answers), and `rubricate serve` store, verifier,
 rubric-generator and gateway (the backend `openai` pointed at the simulator, API keys, the
 rendezvous in Redis, the audit off unless `--miner`, which adds the miner and one Celery
-worker), plus a second gateway and a round-robin
+worker, or a configuration of `--configs` says otherwise), plus a second gateway and a round-robin
 TCP balancer (`benchmarks/rl_balancer.py`) for the `replicas` pattern. Then sends steps of
 `--sizes` rollouts (prompts x `--group-size` samples of Plan/Research/Review/Answer
 trajectories; `/get_reward` labels carry `question`, `group_size` and `step`) in each of
@@ -36,9 +36,25 @@ Redis commands per sample (INFO commandstats, the benchmark's own INFO calls exc
 gateway's event-loop lag p99 (`rubricate_event_loop_lag_seconds` from `/metrics`); and peak
 RSS per process (VmHWM, reset before each run).
 
+After the answers a run waits until its background work settled (the judge idle for
+`--settle-s` and, with the audit, none of the run's audits pending) and prints the CPU per
+rollout again with that work counted ("with background work"): the audit re-scores groups
+after the trainer has its answers, so only this figure holds all of a step's cost.
+
+`--configs lean,deployed` starts one platform per configuration (`CONFIGS`: `lean`, the
+benchmark's own: no audit, no gRPC; `deployed`, what a deployment runs: the audit on with
+its miner and a prefork worker of concurrency 2 as the Helm chart runs it, gRPC on, JSON
+logs; `audit`, `grpc`, `text-logs`: one setting at a time), all up at once, and runs each
+size and pattern on each in turn (the order alternating), then prints a table of their CPU
+per rollout side by side. `NAME@DIR` runs a configuration with the services of another
+checkout (before and after a change, in the same run). `--idle-s S` first measures each
+platform's CPU while nothing is sent. `--profile DIR` samples every platform process with
+py-spy (`benchmarks/profile_summary.py` reads the stacks).
+
     python benchmarks/rl_step.py --sizes 256 --patterns group,openrlhf        # quick
     python benchmarks/rl_step.py --sizes 256,1024,4096 --fleet 4              # full matrix
         [--env RUBRICATE_GATEWAY_MAX_IN_FLIGHT_PER_TENANT=100000 ...] [--json out.json]
+    python benchmarks/rl_step.py --sizes 1024 --patterns openrlhf,trl --configs lean,deployed
 """
 
 import argparse
@@ -59,7 +75,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +89,61 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PLATFORM = ("gateway", "gateway-2", "store", "verifier", "rubric-generator", "miner", "worker")
 """The Rubricate processes (platform CPU); the others are Redis, PostgreSQL, the simulator,
 the balancer and the benchmark's own client."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """A platform configuration the benchmark starts (`--configs`): whether the audit runs
+    (the miner and a Celery worker, `RUBRICATE_AUDIT_ENABLED`), the settings it adds for every
+    service, and the audit worker's pool and concurrency."""
+
+    name: str
+    miner: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    worker_pool: str = "threads"
+    worker_concurrency: int = 4
+    source: str | None = None
+    """The services from this checkout (`NAME@DIR` in `--configs`; default `--source`)."""
+
+
+def parse_config(spec: str) -> Config:
+    """`NAME` or `NAME@DIR` (the configuration with the services of the checkout in DIR, e.g.
+    a worktree of the code before a change, beside the current code in the same run)."""
+    name, _, source = spec.partition("@")
+    if name not in CONFIGS:
+        raise ValueError(f"unknown configuration {name!r} (of {', '.join(CONFIGS)})")
+    if not source:
+        return CONFIGS[name]
+    where = str(Path(source).resolve())
+    return replace(CONFIGS[name], name=f"{name}@{Path(where).name}", source=where)
+
+
+CONFIGS = {
+    "lean": Config("lean"),
+    # what a deployment runs (docker-compose.yml, the Helm chart): the audit on with its miner
+    # and a prefork worker of concurrency 2 (the chart's), gRPC on, JSON logs (the services'
+    # default, named here so that no environment changes it); API keys are on in every
+    # configuration
+    "deployed": Config(
+        "deployed",
+        miner=True,
+        env=(("RUBRICATE_LOG_FORMAT", "json"), ("RUBRICATE_GATEWAY_GRPC_ENABLED", "true")),
+        worker_pool="prefork",
+        worker_concurrency=2,
+    ),
+    # one setting of `deployed` at a time, for what each costs
+    "audit": Config("audit", miner=True, worker_pool="prefork", worker_concurrency=2),
+    "grpc": Config("grpc", env=(("RUBRICATE_GATEWAY_GRPC_ENABLED", "true"),)),
+    "text-logs": Config("text-logs", env=(("RUBRICATE_LOG_FORMAT", "text"),)),
+}
+"""`--configs NAME,...`: the platforms compared side by side in one run."""
+
+
+def given_config(args: argparse.Namespace) -> Config:
+    """The one configuration without `--configs`: `--miner` (a thread-pool worker) and the
+    `--env` settings."""
+    return Config("as given", miner=bool(args.miner))
+
 
 _VOCABULARY = (
     "orbit telemetry navigation thruster metric imperial units contractor review board "
@@ -305,6 +376,10 @@ class Platform:
     balancer_url: str | None
     fleet: int
     max_batch: int
+    config: Config = field(default_factory=lambda: CONFIGS["lean"])
+    miner_url: str | None = None
+    """The miner, when the audit runs (its pending audits are waited for after a run)."""
+    internal_token: str = ""
 
     def gateways(self) -> list[Proc]:
         return [p for n, p in self.procs.items() if n.startswith("gateway")]
@@ -348,10 +423,14 @@ def postgres_cpu_s(name: str) -> dict[int, float]:
 
 
 @contextlib.asynccontextmanager
-async def platform(args: argparse.Namespace, tenants: list[str]) -> AsyncIterator[Platform]:
+async def platform(
+    args: argparse.Namespace, tenants: list[str], config: Config | None = None
+) -> AsyncIterator[Platform]:
+    """The platform in `config` (default: `--miner` and `--env` as given)."""
     from rubricate.common.auth import hash_key, new_key
 
-    work = Path(tempfile.mkdtemp(prefix="rl-step-"))
+    config = config or given_config(args)
+    work = Path(tempfile.mkdtemp(prefix=f"rl-step-{config.name.replace(' ', '-')}-"))
     logs = work / "logs"
     logs.mkdir()
     procs: dict[str, Proc] = {}
@@ -362,13 +441,17 @@ async def platform(args: argparse.Namespace, tenants: list[str]) -> AsyncIterato
         for name in ("redis", "sim", "gateway", "gateway-2", "store", "verifier", "generator")
     }
     ports |= {"miner": free_port(), "balancer": free_port()}
+    # gRPC listeners of their own (off unless a configuration turns them on): platforms side
+    # by side, and two gateway replicas, would all take the default 50051
+    grpc_ports = {"gateway": free_port(), "gateway-2": free_port()}
     url = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     redis_url = f"redis://127.0.0.1:{ports['redis']}/0"
+    internal_token = uuid.uuid4().hex + uuid.uuid4().hex
     env = {
         **os.environ,
         "RUBRICATE_AUTH_MODE": "api_key",
         "RUBRICATE_AUTH_API_KEYS": ",".join(f"{t}:{hash_key(k)}" for t, k in keys.items()),
-        "RUBRICATE_AUTH_INTERNAL_TOKEN": uuid.uuid4().hex + uuid.uuid4().hex,
+        "RUBRICATE_AUTH_INTERNAL_TOKEN": internal_token,
         "RUBRICATE_DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{database}",
         "RUBRICATE_DATA_DIR": str(work / "data"),
         "RUBRICATE_MINER_DATA_DIR": str(work / "miner"),
@@ -385,17 +468,21 @@ async def platform(args: argparse.Namespace, tenants: list[str]) -> AsyncIterato
         "RUBRICATE_MINER_VERIFIER_URL": url["verifier"],
         "RUBRICATE_GATEWAY_REDIS_URL": redis_url,
         "RUBRICATE_GATEWAY_GRPC_ENABLED": "false",
-        "RUBRICATE_AUDIT_ENABLED": "true" if args.miner else "false",
+        "RUBRICATE_GATEWAY_GRPC_PORT": str(grpc_ports["gateway"]),
+        "RUBRICATE_AUDIT_ENABLED": "true" if config.miner else "false",
+        **dict(config.env),
     }
-    if args.source:
-        source = Path(args.source)  # made absolute by parse_args
+    if config.source or args.source:
+        source = Path(config.source or args.source)  # made absolute by parse_args
         paths = [str(source / "services"), str(source / "clients" / "python")]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(":")
+    user_env: dict[str, str] = {}
     for item in args.env:
         name, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--env {item!r}: expected NAME=VALUE")
-        env[name] = value
+        user_env[name] = value
+    env.update(user_env)
     python = sys.executable
     rubricate = str(Path(python).with_name("rubricate"))
     try:
@@ -435,29 +522,30 @@ async def platform(args: argparse.Namespace, tenants: list[str]) -> AsyncIterato
         ]
         if "replicas" in args.patterns:
             services.append(("gateway-2", "gateway", ports["gateway-2"]))
-        if args.miner:
+        if config.miner:
             services.append(("miner", "miner", ports["miner"]))
         for name, service, port in services:
+            own = env
+            if name == "gateway-2" and "RUBRICATE_GATEWAY_GRPC_PORT" not in user_env:
+                own = {**env, "RUBRICATE_GATEWAY_GRPC_PORT": str(grpc_ports["gateway-2"])}
             procs[name] = start(
                 name,
                 [rubricate, "serve", service, "--port", str(port)],
-                env,
+                own,
                 logs,
                 f"http://127.0.0.1:{port}",
             )
-        if args.miner:  # the audit's Celery worker (threads: one process to measure)
+        if config.miner:  # the audit's Celery worker (its CPU: the process and its children)
             worker_env = {
                 **env,
                 "RUBRICATE_WORKER_METRICS_PORT": "0",
                 "RUBRICATE_MINER_QDRANT_PATH": str(work / "worker-qdrant"),
             }
-            procs["worker"] = start(
-                "worker",
-                [rubricate, "worker", "--pool", "threads", "--concurrency", "4"],
-                worker_env,
-                logs,
-                None,
-            )
+            if config.worker_pool == "prefork":  # as the chart runs it
+                worker_env["PROMETHEUS_MULTIPROC_DIR"] = str(work / "worker-prometheus")
+            argv = [rubricate, "worker", "--pool", config.worker_pool]
+            argv += ["--concurrency", str(config.worker_concurrency)]
+            procs["worker"] = start("worker", argv, worker_env, logs, None)
         balancer_url = None
         if "replicas" in args.patterns:
             upstreams = f"127.0.0.1:{ports['gateway']},127.0.0.1:{ports['gateway-2']}"
@@ -493,6 +581,9 @@ async def platform(args: argparse.Namespace, tenants: list[str]) -> AsyncIterato
             balancer_url=balancer_url,
             fleet=args.fleet,
             max_batch=args.max_batch,
+            config=config,
+            miner_url=url["miner"] if config.miner else None,
+            internal_token=internal_token,
         )
     finally:
         for proc in reversed(list(procs.values())):
@@ -844,6 +935,12 @@ class RunResult:
     """Rewards of the groups answered whole: every sample scored, none partial."""
     rewards_unchecked: int = 0
     """Answered samples whose group has no clean reference."""
+    config: str = "as given"
+    settled_s: float = 0.0
+    """From the first request until the background work settled (`settle`)."""
+    cpu_settled_ms_per_rollout: dict[str, float] = field(default_factory=dict)
+    """CPU per rollout of each process until then: the step's cost, its audit included."""
+    platform_cpu_settled_ms: float = 0.0
 
     def compare(self, reference: dict[str, float]) -> None:
         self.rewards_equal = self.rewards_differ = self.rewards_unchecked = 0
@@ -857,9 +954,30 @@ class RunResult:
                 self.rewards_differ += 1
 
 
-async def settle(client: httpx.AsyncClient, plat: Platform, seen: int, quiet_s: float) -> int:
-    """Wait until the judge has been idle for `quiet_s` (background work after the answers,
-    e.g. the audit, finishes before the next run); the judge calls made meanwhile."""
+async def pending_audits(client: httpx.AsyncClient, plat: Platform, tenant: str) -> int:
+    """The tenant's groups still waiting for the reference judge (0 without the audit)."""
+    if plat.miner_url is None:
+        return 0
+    from rubricate.common.tenancy import TENANT_HEADER
+
+    headers = {"Authorization": f"Bearer {plat.internal_token}", TENANT_HEADER: tenant}
+    try:
+        r = await client.get(
+            f"{plat.miner_url}/v1/audit/groups", params={"limit": 1000}, headers=headers
+        )
+    except httpx.HTTPError:
+        return 0
+    if r.status_code != 200:
+        return 0
+    return sum(1 for audit in r.json()["audits"] if audit["status"] == "pending")
+
+
+async def settle(
+    client: httpx.AsyncClient, plat: Platform, seen: int, quiet_s: float, tenant: str | None = None
+) -> int:
+    """Wait until the judge has been idle for `quiet_s` and, with the audit, none of
+    `tenant`'s audits is pending (background work after the answers finishes before the
+    next run, and is counted in the run's settled CPU); the judge calls made meanwhile."""
     if quiet_s <= 0:
         return 0
     requests, quiet_since, deadline = seen, time.monotonic(), time.monotonic() + 300
@@ -868,7 +986,9 @@ async def settle(client: httpx.AsyncClient, plat: Platform, seen: int, quiet_s: 
         if stats["requests"] != requests or stats["in_service"]:
             requests, quiet_since = stats["requests"], time.monotonic()
         elif time.monotonic() - quiet_since >= quiet_s:
-            break
+            if tenant is None or not await pending_audits(client, plat, tenant):
+                break
+            quiet_since = time.monotonic()
         await asyncio.sleep(0.25)
     return int(requests - seen)
 
@@ -876,8 +996,9 @@ async def settle(client: httpx.AsyncClient, plat: Platform, seen: int, quiet_s: 
 def start_profilers(
     plat: Platform, run: str, args: argparse.Namespace
 ) -> list[subprocess.Popen[bytes]]:
-    """`--profile DIR`: py-spy (from PyPI) samples each platform process during the run,
-    written as collapsed stacks (`DIR/<run>-<process>.txt`, one line per stack and count)."""
+    """`--profile DIR`: py-spy (from PyPI) samples each platform process (and its children)
+    from the run's start until its background work settled, written as collapsed stacks
+    (`DIR/<run>-<process>.txt`, one line per stack and count)."""
     if not getattr(args, "profile", None):
         return []
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -888,7 +1009,10 @@ def start_profilers(
         if name not in PLATFORM or not proc.alive():
             continue
         argv = [spy, "record", "--pid", str(proc.popen.pid), "--rate", "100", "--format", "raw"]
-        argv += ["--output", str(out / f"{run}-{name}.txt"), "--nonblocking"]
+        # --gil: only the thread that holds the GIL (where the CPU goes, not threads
+        # waiting); --subprocesses: a prefork worker runs its tasks in child processes
+        argv += ["--output", str(out / f"{run}-{name}.txt"), "--nonblocking", "--gil"]
+        argv += ["--subprocesses"]
         started.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     return started
 
@@ -917,7 +1041,8 @@ async def measure(
             proc.reset_peak()
         before = await snapshot(plat, client)
         tally = Tally(outcomes={(s.group, s.index): Outcome() for s in samples})
-        profilers = start_profilers(plat, f"{len(samples)}-{pattern}-{tenant}", args)
+        label = plat.config.name.replace(" ", "-").replace("@", "-at-")
+        profilers = start_profilers(plat, f"{len(samples)}-{pattern}-{tenant}-{label}", args)
         started = time.monotonic()
         try:
             await asyncio.wait_for(
@@ -929,10 +1054,12 @@ async def measure(
                 if out.status not in ("200",):
                     out.status = f"unanswered after {args.run_timeout:g} s"
         wall = time.monotonic() - started
-        stop_profilers(profilers)
         after = await snapshot(plat, client)
         sim = (await client.get(f"{plat.sim_url}/sim/stats")).json()
-        trailing = await settle(client, plat, sim["requests"], args.settle_s)
+        trailing = await settle(client, plat, sim["requests"], args.settle_s, tenant)
+        settled_s = time.monotonic() - started
+        stop_profilers(profilers)  # the profiles include the background work (the audit)
+        settled = await snapshot(plat, client)
     n = len(samples)
     kinds = sim["kinds"]
     slots = plat.fleet * plat.max_batch
@@ -944,6 +1071,9 @@ async def measure(
     cpu["postgres"] = pg * 1000 / n
     cpu["client"] = (after.client_cpu - before.client_cpu) * 1000 / n
     platform_cpu = sum(v for k, v in cpu.items() if k in PLATFORM)
+    cpu_settled = {
+        name: (settled.cpu[name] - before.cpu.get(name, 0.0)) * 1000 / n for name in settled.cpu
+    }
     errors = Counter(o.status for o in tally.outcomes.values() if o.status != "200")
     partial = {k[0] for k, o in tally.outcomes.items() if o.status == "200" and o.partial}
     partial_samples = sum(1 for o in tally.outcomes.values() if o.status == "200" and o.partial)
@@ -993,6 +1123,10 @@ async def measure(
         platform_cpu_ms=platform_cpu,
         peak_rss_mib={name: proc.peak_mib() for name, proc in plat.procs.items()},
         rewards=rewards,
+        config=plat.config.name,
+        settled_s=settled_s,
+        cpu_settled_ms_per_rollout=cpu_settled,
+        platform_cpu_settled_ms=sum(v for k, v in cpu_settled.items() if k in PLATFORM),
     )
 
 
@@ -1010,7 +1144,10 @@ def report(r: RunResult) -> None:
     def fmt(values: dict[str, float], unit: str = "") -> str:
         return " · ".join(f"{k} {v:.1f}{unit}" for k, v in values.items() if v >= 0.05)
 
-    print(f"\n== {r.size} rollouts ({r.groups} prompts x {r.size // r.groups}), {r.pattern} ==")
+    print(
+        f"\n== {r.size} rollouts ({r.groups} prompts x {r.size // r.groups}), {r.pattern}, "
+        f"{r.config} =="
+    )
     print(f"wall                     {r.wall_s:8.1f} s")
     print(
         f"judge-bound floor        {r.floor_s:8.1f} s   (work {r.work_floor_s:.1f} s over the "
@@ -1043,6 +1180,10 @@ def report(r: RunResult) -> None:
     print(f"gateway loop lag p99     {fmt(r.lag_p99_ms, ' ms')}")
     print(f"CPU ms / rollout         {fmt(r.cpu_ms_per_rollout)}")
     print(f"platform CPU ms/rollout  {r.platform_cpu_ms:8.1f}   (Rubricate processes together)")
+    print(
+        f"with background work     {r.platform_cpu_settled_ms:8.1f}   (until settled, "
+        f"{r.settled_s:.1f} s after the first request: {fmt(r.cpu_settled_ms_per_rollout)})"
+    )
     print(f"peak RSS MiB             {fmt(r.peak_rss_mib)}")
     sys.stdout.flush()
 
@@ -1134,45 +1275,118 @@ def source_description(source: str | None) -> str:
     return f"{where} at {commit[:90]}{' (+ uncommitted changes)' if dirty else ''}"
 
 
+async def idle_cpu(plats: list[Platform], seconds: float) -> None:
+    """`--idle-s`: each platform's CPU while nothing is sent (its timers and pollers), in ms
+    of CPU per second per process, all platforms over the same seconds."""
+    before = [{n: p.cpu_s() for n, p in plat.procs.items()} for plat in plats]
+    await asyncio.sleep(seconds)
+    for plat, cpu in zip(plats, before, strict=True):
+        used = {n: (p.cpu_s() - cpu[n]) * 1000 / seconds for n, p in plat.procs.items()}
+        platform_ms = sum(v for n, v in used.items() if n in PLATFORM)
+        parts = " · ".join(f"{n} {v:.1f}" for n, v in used.items() if n in PLATFORM)
+        print(f"idle CPU ms/s ({plat.config.name}, {seconds:g} s): {platform_ms:.1f} ({parts})")
+
+
+async def settle_reference(plat: Platform, size: int, args: argparse.Namespace) -> None:
+    """After a reference pass: its background work (the audit of its groups) done before
+    the next run is measured."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        seen = (await client.get(f"{plat.sim_url}/sim/stats")).json()["requests"]
+        await settle(client, plat, seen, args.settle_s, f"rl-{size}-ref")
+
+
+def compare(results: list[RunResult]) -> None:
+    """`--configs`: each configuration's platform CPU per rollout (its background work
+    included) beside the first configuration's, per size and pattern."""
+    first = results[0].config
+    print(
+        "\n| rollouts | pattern | configuration | platform CPU ms/rollout | × "
+        f"{first} | gateway | verifier | store | generator | miner | audit worker | "
+        "at the answers | wall s | answered | partial groups | rewards = one request |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    base: dict[tuple[int, str], float] = {
+        (r.size, r.pattern): r.platform_cpu_settled_ms for r in results if r.config == first
+    }
+    for r in sorted(results, key=lambda r: (r.size, r.pattern)):
+        cpu = r.cpu_settled_ms_per_rollout
+        parts = [
+            f"{cpu[name]:.1f}" if name in cpu else "–"
+            for name in ("gateway", "verifier", "store", "rubric-generator", "miner", "worker")
+        ]
+        ref = base.get((r.size, r.pattern))
+        ratio = f"{r.platform_cpu_settled_ms / ref:.2f}" if ref else "–"
+        equal = "–" if r.rewards_equal is None else f"{r.rewards_equal}/{r.ok}"
+        print(
+            f"| {r.size:,} | {r.pattern} | {r.config} | {r.platform_cpu_settled_ms:.1f} | "
+            f"{ratio} | {' | '.join(parts)} | {r.platform_cpu_ms:.1f} | {r.wall_s:.1f} | "
+            f"{r.ok}/{r.size} | {r.partial_groups}/{r.groups} | {equal} |"
+        )
+
+
 async def main(args: argparse.Namespace) -> list[RunResult]:
     runs = [(size, p) for size in args.sizes for p in args.patterns]
     tenants = [f"rl-{size}-{p}" for size, p in runs] + [f"rl-{size}-ref" for size in args.sizes]
+    configs = [parse_config(c) for c in args.configs] if args.configs else [given_config(args)]
     results: list[RunResult] = []
-    async with platform(args, tenants) as plat:
-        print(f"services from {source_description(args.source)}")
-        print(
-            f"platform up: gateway{'s x2' if plat.balancer_url else ''}, store, verifier, "
-            f"rubric-generator{', miner' if args.miner else ''}; judge sim fleet "
-            f"{args.fleet} x batch {args.max_batch}; PostgreSQL db {plat.database}; "
-            f"Redis :{plat.redis.port}; {os.cpu_count()} CPUs",
-            flush=True,
-        )
+    async with contextlib.AsyncExitStack() as stack:
+        plats: list[Platform] = []
+        for config in configs:  # every configuration up at once: their runs alternate
+            plat = await stack.enter_async_context(platform(args, tenants, config))
+            plats.append(plat)
+            where = source_description(config.source or args.source)
+            audit = f", miner, worker ({config.worker_pool} x {config.worker_concurrency})"
+            print(f"services of {config.name} from {where}")
+            print(
+                f"platform up ({config.name}): gateway{'s x2' if plat.balancer_url else ''}, "
+                f"store, verifier, rubric-generator{audit if config.miner else ''}"
+                f"{''.join(f'; {k}={v}' for k, v in config.env)}; judge sim fleet "
+                f"{args.fleet} x batch {args.max_batch}; PostgreSQL db {plat.database}; "
+                f"Redis :{plat.redis.port}; {os.cpu_count()} CPUs",
+                flush=True,
+            )
+        if args.idle_s > 0:
+            await idle_cpu(plats, args.idle_s)
+        turn = 0
         for size in args.sizes:
             samples = make_step(size, args.group_size, args.trajectory_chars)
-            reference: dict[str, float] | None = None
+            references: dict[str, dict[str, float]] = {}
             patterns = list(args.patterns)
             if "group" in patterns:  # the reference's source goes first
                 patterns.remove("group")
                 patterns.insert(0, "group")
             elif args.check_rewards:
-                reference = await reference_pass(plat, f"rl-{size}-ref", samples, args, {})
-            for pattern in patterns:
-                result = await measure(pattern, plat, f"rl-{size}-{pattern}", samples, args)
-                if reference is not None:
-                    result.compare(reference)
-                report(result)
-                if pattern == "group" and args.check_rewards:
-                    reference = await reference_pass(
-                        plat, f"rl-{size}-ref", samples, args, result.clean
+                for plat in plats:
+                    references[plat.config.name] = await reference_pass(
+                        plat, f"rl-{size}-ref", samples, args, {}
                     )
-                    result.compare(reference)
-                    print(rewards_line(result), flush=True)
-                results.append(result)
-                dead = [p.name for p in plat.procs.values() if not p.alive()]
-                if dead:
-                    raise SystemExit(f"processes died during the run: {dead}")
-                await asyncio.sleep(args.pause)
+                    await settle_reference(plat, size, args)
+            for pattern in patterns:
+                # the configurations take turns going first (A B, B A, ...): neither always
+                # runs after the other
+                order = plats if turn % 2 == 0 else plats[::-1]
+                turn += 1
+                for plat in order:
+                    result = await measure(pattern, plat, f"rl-{size}-{pattern}", samples, args)
+                    reference = references.get(plat.config.name)
+                    if reference is not None:
+                        result.compare(reference)
+                    report(result)
+                    if pattern == "group" and args.check_rewards:
+                        references[plat.config.name] = await reference_pass(
+                            plat, f"rl-{size}-ref", samples, args, result.clean
+                        )
+                        result.compare(references[plat.config.name])
+                        print(rewards_line(result), flush=True)
+                        await settle_reference(plat, size, args)
+                    results.append(result)
+                    dead = [p.name for p in plat.procs.values() if not p.alive()]
+                    if dead:
+                        raise SystemExit(f"processes died during the run: {dead}")
+                    await asyncio.sleep(args.pause)
         table(results)
+        if len(configs) > 1:
+            compare(results)
     if args.json:
         Path(args.json).write_text(  # noqa: ASYNC240 - once, after the runs
             json.dumps(
@@ -1216,6 +1430,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--miner", action="store_true", help="start the miner and a worker, the audit on"
     )
+    parser.add_argument(
+        "--configs",
+        type=lambda v: v.split(","),
+        default=None,
+        help=f"side by side in one run, of {','.join(CONFIGS)}, each optionally NAME@DIR (the "
+        "services from the checkout in DIR): each configuration's platform is started and "
+        "their runs alternate; a table compares their CPU per rollout (default: one "
+        "platform, --miner as given)",
+    )
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for every service")
     parser.add_argument("--run-timeout", type=float, default=1200.0)
     parser.add_argument("--start-timeout", type=float, default=180.0)
@@ -1224,8 +1447,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--settle-s",
         type=float,
         default=None,
-        help="after a run, wait until the judge has been idle this long (default 2 s, 10 s "
-        "with --miner, whose audit runs after the answers; 0: do not wait)",
+        help="after a run, wait until the judge has been idle this long and, with the audit, "
+        "no audit of the run is pending (default 2 s; 0: do not wait)",
     )
     parser.add_argument(
         "--no-check-rewards",
@@ -1246,15 +1469,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--profile", default=None, help="DIR: py-spy each platform process during each run"
     )
+    parser.add_argument(
+        "--idle-s",
+        type=float,
+        default=0.0,
+        help="before the runs, measure each platform's CPU while idle for this long",
+    )
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
     if args.settle_s is None:
-        args.settle_s = 10.0 if args.miner else 2.0
+        args.settle_s = 2.0
     if args.source:
         args.source = str(Path(args.source).resolve())
     unknown = set(args.patterns) - set(PATTERNS)
     if unknown:
         parser.error(f"unknown patterns {sorted(unknown)}")
+    for spec in args.configs or ():
+        try:
+            parse_config(spec)
+        except ValueError as exc:
+            parser.error(f"--configs: {exc}")
     return args
 
 
