@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, case, delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import defer
 
 from rubricate.audit.domain.sampling import audit_reason
 from rubricate.audit.miner.models import (
@@ -108,6 +109,11 @@ class KeptGroup:
 
 NO_PROGRESS = {"total": 0, "done": 0, "failed": 0, "unavailable": 0}
 
+WITHOUT_GROUP = defer(AuditGroupRow.group)
+"""Reads that do not show the kept submission leave it in the database: it is the row's
+bulk (every trajectory of the group), and decoding it was most of what reading a record
+cost."""
+
 
 @dataclass(frozen=True)
 class AddressingRecord:
@@ -159,31 +165,41 @@ class AuditRepository:
         now = utcnow()
         try:
             with unit_of_work(self.engine, write=True) as session:
-                existing = session.get(AuditGroupRow, (tenant, submission.scoring_id))
+                existing = session.execute(
+                    select(AuditGroupRow.status).where(
+                        AuditGroupRow.tenant == tenant,
+                        AuditGroupRow.scoring_id == submission.scoring_id,
+                    )
+                ).scalar_one_or_none()
                 if existing is not None:
-                    return existing.status, False
+                    return existing, False
                 own = session.get(AuditTenantRow, tenant)
                 fraction = default_fraction if own is None or own.fraction is None else own.fraction
                 retention = default_retention_days
                 if own is not None and own.retention_days is not None:
                     retention = own.retention_days
-                question_audited = session.execute(
-                    select(
-                        exists().where(
-                            AuditGroupRow.tenant == tenant,
-                            AuditGroupRow.question_id == submission.question_id,
-                            AuditGroupRow.reason.is_not(None),
-                        )
-                    )
-                ).scalar_one()
                 step = (
                     AuditGroupRow.step.is_(None)
                     if submission.step is None
                     else AuditGroupRow.step == submission.step
                 )
-                seen, audited = session.execute(
-                    select(func.count(), func.count(AuditGroupRow.reason)).where(
-                        AuditGroupRow.tenant == tenant, step
+                # one round trip: whether the question has an audited group, and the step's
+                # groups seen and audited (each on its own index)
+                question_audited, seen, audited = session.execute(
+                    select(
+                        exists()
+                        .where(
+                            AuditGroupRow.tenant == tenant,
+                            AuditGroupRow.question_id == submission.question_id,
+                            AuditGroupRow.reason.is_not(None),
+                        )
+                        .label("question_audited"),
+                        select(func.count())
+                        .where(AuditGroupRow.tenant == tenant, step)
+                        .scalar_subquery(),
+                        select(func.count(AuditGroupRow.reason))
+                        .where(AuditGroupRow.tenant == tenant, step)
+                        .scalar_subquery(),
                     )
                 ).one()
                 reason = audit_reason(
@@ -244,7 +260,7 @@ class AuditRepository:
     ) -> None:
         """Record the outcome: `done` with a result, or `failed` with the judge's error."""
         with unit_of_work(self.engine, write=True) as session:
-            row = session.get(AuditGroupRow, (tenant, scoring_id))
+            row = session.get(AuditGroupRow, (tenant, scoring_id), options=[WITHOUT_GROUP])
             if row is None:
                 return
             row.status = "done" if error is None else "failed"
@@ -260,7 +276,7 @@ class AuditRepository:
 
     def get(self, tenant: str, scoring_id: str) -> AuditRecord | None:
         with unit_of_work(self.engine, write=False) as session:
-            row = session.get(AuditGroupRow, (tenant, scoring_id))
+            row = session.get(AuditGroupRow, (tenant, scoring_id), options=[WITHOUT_GROUP])
             return None if row is None else AuditRecord.of(row)
 
     def latest(
@@ -272,8 +288,10 @@ class AuditRepository:
         limit: int = 100,
     ) -> list[AuditRecord]:
         """The latest records, newest first."""
-        query = select(AuditGroupRow).where(
-            AuditGroupRow.tenant == tenant, AuditGroupRow.status.in_(list(statuses))
+        query = (
+            select(AuditGroupRow)
+            .options(WITHOUT_GROUP)
+            .where(AuditGroupRow.tenant == tenant, AuditGroupRow.status.in_(list(statuses)))
         )
         if question_id is not None:
             query = query.where(AuditGroupRow.question_id == question_id)
@@ -396,6 +414,7 @@ class AuditRepository:
                 return []
             rows = session.scalars(
                 select(AuditGroupRow)
+                .options(WITHOUT_GROUP)
                 .where(*scope, AuditGroupRow.step >= min(s for s in latest if s is not None))
                 .order_by(AuditGroupRow.step, AuditGroupRow.created_at)
             )
@@ -449,6 +468,25 @@ class AuditRepository:
                 .group_by(AuditAddressingRow.kind)
             )
             return {str(kind): int(total or 0) for kind, total in rows}
+
+    def fingerprint(self) -> tuple[Any, ...]:
+        """What changes whenever a signal can: the groups' count, finished count and latest
+        created and finished times, and the flagged requests' count and latest time. Two
+        equal fingerprints mean no group was added, finished or deleted and no flagged
+        request recorded or dropped in between (`AuditService.publish_signals`)."""
+        with unit_of_work(self.engine, write=False) as session:
+            groups = session.execute(
+                select(
+                    func.count(),
+                    func.count(AuditGroupRow.finished_at),
+                    func.max(AuditGroupRow.created_at),
+                    func.max(AuditGroupRow.finished_at),
+                )
+            ).one()
+            flags = session.execute(
+                select(func.count(), func.max(AuditAddressingRow.created_at))
+            ).one()
+        return (*groups, *flags)
 
     def tenants(self) -> list[str]:
         with unit_of_work(self.engine, write=False) as session:

@@ -373,23 +373,27 @@ class AuditService:
         self.repo = repo
         self.settings = settings
         self.queue = queue
+        self._published: tuple[Any, ...] | None = None
+        """The records' fingerprint the gauges were last computed from."""
 
     async def submit(self, submission: AuditSubmission, *, tenant: str) -> Submitted:
-        summary = await asyncio.to_thread(summarize, submission)
-        status, created = await asyncio.to_thread(
-            self.repo.submit,
-            tenant,
-            submission,
-            summary=summary,
-            default_fraction=self.settings.fraction,
-            max_share=self.settings.max_share,
-            default_retention_days=self.settings.retention_days,
-        )
+        status, created = await asyncio.to_thread(self._record, submission, tenant)
         if created:
             AUDIT_GROUPS.labels(status).inc()
             if status == "pending":
                 self.queue.submit(tenant, submission.scoring_id)
         return Submitted(scoring_id=submission.scoring_id, status=status)
+
+    def _record(self, submission: AuditSubmission, tenant: str) -> tuple[str, bool]:
+        """Summarize and record a submission (blocking: one hop to a thread for both)."""
+        return self.repo.submit(
+            tenant,
+            submission,
+            summary=summarize(submission),
+            default_fraction=self.settings.fraction,
+            max_share=self.settings.max_share,
+            default_retention_days=self.settings.retention_days,
+        )
 
     async def record_addressing(self, report: AddressingReportIn, *, tenant: str) -> Recorded:
         """Keep a flagged request of another judge kind for the signals."""
@@ -466,10 +470,17 @@ class AuditService:
     async def delete(self, tenant: str, *, question_id: str | None) -> int:
         return await asyncio.to_thread(lambda: self.repo.delete(tenant, question_id=question_id))
 
-    def publish_signals(self) -> None:
+    def publish_signals(self) -> bool:
         """Recompute every tenant's signals and set the gauges to the worst tenant's value
-        (blocking; call from a thread). Also drops the trajectories whose retention ran out."""
+        (blocking; call from a thread); whether they were recomputed. Also drops the
+        trajectories whose retention ran out. When no record changed since the last time
+        (`AuditRepository.fingerprint`: nothing added, finished, deleted or expired) the
+        gauges already hold these values and nothing is read: the refresh costs one query
+        while the audit is idle, not a read of every tenant's recent steps."""
         self.repo.expire(addressing_before=self._addressing_since())
+        seen = self.repo.fingerprint()
+        if seen == self._published:
+            return False
         lows: list[float] = []
         drops: list[float] = []
         correlations: list[float] = []
@@ -497,6 +508,8 @@ class AuditService:
         by_kind = self.repo.addressing_by_kind(since=self._addressing_since())
         for kind in get_args(AddressingKind):
             AUDIT_ADDRESSING_FLAGGED.labels(kind).set(by_kind.get(kind, 0))
+        self._published = seen
+        return True
 
 
 async def refresh_signals_forever(service: AuditService, *, interval_s: float = 30.0) -> None:
