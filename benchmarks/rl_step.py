@@ -941,6 +941,8 @@ class RunResult:
     cpu_settled_ms_per_rollout: dict[str, float] = field(default_factory=dict)
     """CPU per rollout of each process until then: the step's cost, its audit included."""
     platform_cpu_settled_ms: float = 0.0
+    audited_groups: int = 0
+    """Groups the audit's reference judge re-scored (its sample varies from run to run)."""
 
     def compare(self, reference: dict[str, float]) -> None:
         self.rewards_equal = self.rewards_differ = self.rewards_unchecked = 0
@@ -954,10 +956,11 @@ class RunResult:
                 self.rewards_differ += 1
 
 
-async def pending_audits(client: httpx.AsyncClient, plat: Platform, tenant: str) -> int:
-    """The tenant's groups still waiting for the reference judge (0 without the audit)."""
+async def audit_statuses(client: httpx.AsyncClient, plat: Platform, tenant: str) -> Counter[str]:
+    """The tenant's audited groups by status (`pending`, `done`, `failed`; none without the
+    audit), from the miner."""
     if plat.miner_url is None:
-        return 0
+        return Counter()
     from rubricate.common.tenancy import TENANT_HEADER
 
     headers = {"Authorization": f"Bearer {plat.internal_token}", TENANT_HEADER: tenant}
@@ -966,10 +969,10 @@ async def pending_audits(client: httpx.AsyncClient, plat: Platform, tenant: str)
             f"{plat.miner_url}/v1/audit/groups", params={"limit": 1000}, headers=headers
         )
     except httpx.HTTPError:
-        return 0
+        return Counter()
     if r.status_code != 200:
-        return 0
-    return sum(1 for audit in r.json()["audits"] if audit["status"] == "pending")
+        return Counter()
+    return Counter(audit["status"] for audit in r.json()["audits"])
 
 
 async def settle(
@@ -986,7 +989,7 @@ async def settle(
         if stats["requests"] != requests or stats["in_service"]:
             requests, quiet_since = stats["requests"], time.monotonic()
         elif time.monotonic() - quiet_since >= quiet_s:
-            if tenant is None or not await pending_audits(client, plat, tenant):
+            if tenant is None or not (await audit_statuses(client, plat, tenant))["pending"]:
                 break
             quiet_since = time.monotonic()
         await asyncio.sleep(0.25)
@@ -1060,6 +1063,7 @@ async def measure(
         settled_s = time.monotonic() - started
         stop_profilers(profilers)  # the profiles include the background work (the audit)
         settled = await snapshot(plat, client)
+        audited = await audit_statuses(client, plat, tenant)
     n = len(samples)
     kinds = sim["kinds"]
     slots = plat.fleet * plat.max_batch
@@ -1127,6 +1131,7 @@ async def measure(
         settled_s=settled_s,
         cpu_settled_ms_per_rollout=cpu_settled,
         platform_cpu_settled_ms=sum(v for k, v in cpu_settled.items() if k in PLATFORM),
+        audited_groups=audited["done"] + audited["failed"],
     )
 
 
@@ -1184,6 +1189,12 @@ def report(r: RunResult) -> None:
         f"with background work     {r.platform_cpu_settled_ms:8.1f}   (until settled, "
         f"{r.settled_s:.1f} s after the first request: {fmt(r.cpu_settled_ms_per_rollout)})"
     )
+    if r.audited_groups:
+        worker = r.cpu_settled_ms_per_rollout.get("worker", 0.0) * r.size
+        print(
+            f"audited groups           {r.audited_groups:8d}   (the worker's CPU: "
+            f"{worker / r.audited_groups:.0f} ms per audited group)"
+        )
     print(f"peak RSS MiB             {fmt(r.peak_rss_mib)}")
     sys.stdout.flush()
 
@@ -1302,13 +1313,15 @@ def compare(results: list[RunResult]) -> None:
     print(
         "\n| rollouts | pattern | configuration | platform CPU ms/rollout | × "
         f"{first} | gateway | verifier | store | generator | miner | audit worker | "
-        "at the answers | wall s | answered | partial groups | rewards = one request |"
+        "at the answers | audited groups | wall s | answered | partial groups | "
+        "rewards = one request |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     base: dict[tuple[int, str], float] = {
         (r.size, r.pattern): r.platform_cpu_settled_ms for r in results if r.config == first
     }
-    for r in sorted(results, key=lambda r: (r.size, r.pattern)):
+    order = {name: i for i, name in enumerate(dict.fromkeys(r.config for r in results))}
+    for r in sorted(results, key=lambda r: (r.size, r.pattern, order[r.config])):
         cpu = r.cpu_settled_ms_per_rollout
         parts = [
             f"{cpu[name]:.1f}" if name in cpu else "–"
@@ -1319,7 +1332,8 @@ def compare(results: list[RunResult]) -> None:
         equal = "–" if r.rewards_equal is None else f"{r.rewards_equal}/{r.ok}"
         print(
             f"| {r.size:,} | {r.pattern} | {r.config} | {r.platform_cpu_settled_ms:.1f} | "
-            f"{ratio} | {' | '.join(parts)} | {r.platform_cpu_ms:.1f} | {r.wall_s:.1f} | "
+            f"{ratio} | {' | '.join(parts)} | {r.platform_cpu_ms:.1f} | "
+            f"{r.audited_groups or '–'} | {r.wall_s:.1f} | "
             f"{r.ok}/{r.size} | {r.partial_groups}/{r.groups} | {equal} |"
         )
 
