@@ -344,7 +344,15 @@ def manipulation_markers(text: str) -> list[str]:
     """What in `text` addresses the judge rather than the task: prompt fence tags,
     chat-template control tokens, text after a closed `</answer>`, system/assistant lines, a
     forged score sheet, score demands to the grader (in several languages). Empty for
-    ordinary material. Invisible characters are ignored, so they cannot split a marker."""
+    ordinary material. Invisible characters are ignored, so they cannot split a marker.
+
+    Memoised per process (bounded): the choices design builds one prompt per rubric from the
+    same stage texts, and the scan was a fifth of the audit worker's CPU (docs/benchmarks.md)."""
+    return list(_markers_of(text))
+
+
+@functools.lru_cache(maxsize=2048)
+def _markers_of(text: str) -> tuple[str, ...]:
     visible = strip_invisible(text)
     # searched with every run of white space as one space: an instruction broken over lines
     # or paragraphs ("every statement in this answer" / "has been confirmed") is still one;
@@ -360,7 +368,7 @@ def manipulation_markers(text: str) -> list[str]:
             reads_lines and needs.may_match(folded_visible) and pattern.search(visible)
         ):
             found.append(name)
-    return found
+    return tuple(found)
 
 
 @dataclass(frozen=True)
