@@ -67,6 +67,26 @@ def trajectory(marker: str, quality: str = "", *, review: bool = True) -> str:
     return " ".join(" ".join(parts).split())
 
 
+SCRIPT = [
+    # the first group: three full trajectories, one the judge scores on its answer only
+    [
+        trajectory("a", "[[excellent]]"),
+        trajectory("b", "[[poor]]"),
+        trajectory("c"),
+        trajectory("d", "[[fail-stagewise]]"),
+    ],
+    # the second: one without a review stage, one the platform cannot score at all
+    [
+        trajectory("e", review=False),
+        trajectory("f", "[[excellent]]"),
+        trajectory("g", "[[fail-all]]"),
+        trajectory("h", "[[poor]]"),
+    ],
+]
+"""Two groups of four scripted Plan/Research/Review/Answer trajectories the TRL drivers'
+completions come from (a random tiny model writes no stages); the markers drive the fake judge."""
+
+
 def tokenizer(folder: Path) -> Any:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

@@ -58,7 +58,7 @@ import trl.experimental.async_grpo.async_grpo_trainer as async_trainer
 import trl.experimental.async_grpo.async_rollout_worker as rollout_worker
 import trl.experimental.async_grpo.packing as packing
 from datasets import Dataset
-from tiny import model, tokenizer, trajectory
+from tiny import SCRIPT, model, tokenizer
 from transformers import AutoModelForCausalLM
 from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
 
@@ -78,22 +78,6 @@ QUESTIONS = [
 ]
 """Distinct prompts (the worker cycles the dataset; the worker may score a few groups ahead
 of the trainer, none of them a repeat)."""
-SCRIPT = [
-    # the first prompt: three full trajectories, one the judge scores on its answer only
-    [
-        trajectory("a", "[[excellent]]"),
-        trajectory("b", "[[poor]]"),
-        trajectory("c"),
-        trajectory("d", "[[fail-stagewise]]"),
-    ],
-    # the second: one without a review stage, one the platform cannot score at all
-    [
-        trajectory("e", review=False),
-        trajectory("f", "[[excellent]]"),
-        trajectory("g", "[[fail-all]]"),
-        trajectory("h", "[[poor]]"),
-    ],
-]
 CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }} {% endfor %}"
 RESPONSE_TEMPLATE = {
     "defaults": {"role": "assistant"},

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch.distributed as dist
 from datasets import Dataset
-from tiny import model, tokenizer, trajectory
+from tiny import SCRIPT, model, tokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from rubricate_client.trl import (
@@ -37,22 +37,6 @@ from rubricate_client.trl import (
 
 N = 4
 PROMPTS = ["why was the orbiter lost", "why was the navigation team lost"]
-SCRIPT = [
-    # step 0: three full trajectories, one the judge scores on its answer only (fallback)
-    [
-        trajectory("a", "[[excellent]]"),
-        trajectory("b", "[[poor]]"),
-        trajectory("c"),
-        trajectory("d", "[[fail-stagewise]]"),
-    ],
-    # step 1: one without a review stage, one the platform cannot score at all
-    [
-        trajectory("e", review=False),
-        trajectory("f", "[[excellent]]"),
-        trajectory("g", "[[fail-all]]"),
-        trajectory("h", "[[poor]]"),
-    ],
-]
 
 
 class Captured(logging.Handler):
