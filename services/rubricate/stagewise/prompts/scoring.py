@@ -169,23 +169,48 @@ def build_choice_messages(
     max_chars_per_stage: int,
     answer_units: UnitReading | None = None,
 ) -> list[Message]:
-    """The prompt that asks about rubric `index` (0-based) alone. Everything before the
-    final question is the same for every rubric of a trajectory, so with prefix caching
-    each further rubric costs only its question's tokens."""
-    parts = _body(
+    """The prompt that asks about rubric `index` (0-based) alone (`build_choice_prompts`)."""
+    return build_choice_prompts(
         question=question,
         stages=stages,
         rubrics=rubrics,
         max_chars_per_stage=max_chars_per_stage,
         answer_units=answer_units,
+    )[index]
+
+
+def build_choice_prompts(
+    *,
+    question: str,
+    stages: Mapping[Stage, str | None],
+    rubrics: Sequence[Rubric],
+    max_chars_per_stage: int,
+    answer_units: UnitReading | None = None,
+) -> list[list[Message]]:
+    """One prompt per rubric, each asking about that rubric alone. Everything before the
+    final question is the same for every rubric of a trajectory, so with prefix caching
+    each further rubric costs only its question's tokens; the shared body is built once."""
+    body = "\n".join(
+        _body(
+            question=question,
+            stages=stages,
+            rubrics=rubrics,
+            max_chars_per_stage=max_chars_per_stage,
+            answer_units=answer_units,
+        )
     )
-    rubric = rubrics[index]
-    what = "fully show this flaw" if rubric.polarity == "negative" else "fully meet this rubric"
-    parts.append(
-        f"\n\nConsider only rubric {index + 1}: {escape_untrusted(rubric.title[:120])}. "
-        f"Does the trajectory {what}? Reply yes or no."
-    )
-    return [Message("system", CHOICE_SYSTEM), Message("user", "\n".join(parts))]
+    system = Message("system", CHOICE_SYSTEM)
+    prompts = []
+    for index, rubric in enumerate(rubrics):
+        what = (
+            "fully show this flaw" if rubric.polarity == "negative" else "fully meet this rubric"
+        )
+        ask = (
+            f"\n\n\nConsider only rubric {index + 1}: {escape_untrusted(rubric.title[:120])}. "
+            f"Does the trajectory {what}? Reply yes or no."
+        )
+        prompts.append([system, Message("user", body + ask)])
+    return prompts
 
 
 def choice_judgment(rubric: Rubric, logprobs: Mapping[str, float]) -> Judgment:

@@ -227,18 +227,18 @@ class StageScoringService(TaskService):
         request (no rubric is silently scored)."""
         started = time.perf_counter()
 
+        prompts = stage_scoring.build_choice_prompts(
+            question=request.question,
+            stages=request.stages,
+            rubrics=rubrics,
+            max_chars_per_stage=self.tasks.max_chars_per_stage,
+            answer_units=answer_units,
+        )
+
         async def judge(index: int) -> Judgment:
-            messages = stage_scoring.build_choice_messages(
-                question=request.question,
-                stages=request.stages,
-                rubrics=rubrics,
-                index=index,
-                max_chars_per_stage=self.tasks.max_chars_per_stage,
-                answer_units=answer_units,
-            )
             scores = await scored_choices(
                 self.backend,
-                messages,
+                prompts[index],
                 reply_prefix="",
                 choices=stage_scoring.CHOICES,
                 task=TASK,
