@@ -157,11 +157,22 @@ demo: setup  ## score a bundled rollout group on the embedded model, print R, G,
 serve: setup  ## every service in one process on localhost (embedded mode)
 	$(BIN)/rubricate serve all
 
-test: setup $(DEPLOY_TOOLS) $(TRAINER_STAMPS) $(BROWSER)  ## the whole suite: core, services on PostgreSQL/Redis, e2e on the real model, the console in Chromium
-	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 RUBRICATE_REQUIRE_BROWSER=1 $(BIN)/pytest
+# The suite runs on TEST_WORKERS pytest-xdist workers: the real-model tests one after the other
+# on one worker (they keep both cores busy), everything else beside them on the others, where
+# most of the time is waiting on services, subprocesses and timeouts (tests/conftest.py).
+# The trainer virtualenvs, deployment tools and browser are built in parallel first (mostly
+# downloads and unpacking).
+TEST_WORKERS ?= 3
+TEST_PREREQS := $(DEPLOY_TOOLS) $(TRAINER_STAMPS) $(BROWSER)
+TEST_ENV := RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 RUBRICATE_REQUIRE_BROWSER=1
 
-test-fast: setup $(DEPLOY_TOOLS) $(TRAINER_STAMPS) $(BROWSER)  ## everything but the tests that need the real 1.5B model
-	RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 RUBRICATE_REQUIRE_BROWSER=1 $(BIN)/pytest -m "not model"
+test: setup  ## the whole suite: core, services on PostgreSQL/Redis, e2e on the real model, the console in Chromium
+	@$(MAKE) --no-print-directory -j6 $(TEST_PREREQS)
+	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+
+test-fast: setup  ## everything but the tests that need the real 1.5B model
+	@$(MAKE) --no-print-directory -j6 $(TEST_PREREQS)
+	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not model"
 
 PY_DIRS := services clients/python tests benchmarks examples
 

@@ -1,9 +1,41 @@
 """Fixtures every test directory may use: real PostgreSQL and Redis (`tests/support/databases`)
 and the store's engines (`tests/support/store`). The gateway's and the miner's running
-platforms are fixtures of the directories that use them (their `conftest.py`)."""
+platforms are fixtures of the directories that use them (their `conftest.py`).
 
-from tests.support import ast_guard
+Under pytest-xdist (`make test` runs the suite on several workers) each worker is its own
+pytest session: its own PostgreSQL database already (a fresh one per session), and here its
+own Redis databases, because the tests flush theirs (`tests/support/parallel`). Every test
+that needs the real model runs on one worker, one after the other (`xdist_group("model")`):
+two model tests at once on two cores would only slow each other down.
+
+A real-model test runs without the audit unless it is marked `audit`: the audit re-scores a
+question's first group in the background with the same model and the other design (about
+100 s per rollout on CPU), which a test not about the audit would only wait for."""
+
+import pytest
+
+from tests.support import ast_guard, parallel
 
 pytest_plugins = ["tests.support.databases", "tests.support.store"]
 
 ast_guard.install()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    parallel.isolate_worker()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("model") is not None:
+            item.add_marker(pytest.mark.xdist_group("model"))
+
+
+@pytest.fixture(autouse=True)
+def _audit_only_where_tested(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = request.node
+    if node.get_closest_marker("model") and not node.get_closest_marker("audit"):
+        monkeypatch.setenv("RUBRICATE_AUDIT_ENABLED", "false")

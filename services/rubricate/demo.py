@@ -85,13 +85,17 @@ async def _run(data_dir: Path) -> int:
                     live.update(Spinner("dots", text=line))
                     await asyncio.sleep(0.25)
             response = request.result()
+        # the rewards first: stopping waits for background work (the audit's reference
+        # judge may be re-scoring this group; its call in flight is cut short)
+        if response.status_code != 200:
+            console.print(f"[red]request failed: HTTP {response.status_code}[/]\n{response.text}")
+            return 1
+        _print_result(response.json())
+        console.print(f"[green]rewards in {time.perf_counter() - started:.0f}s[/]")
     finally:
-        await platform.stop()
+        with console.status("Stopping the services…"):
+            await platform.stop()
         root.removeHandler(feed)
-    if response.status_code != 200:
-        console.print(f"[red]request failed: HTTP {response.status_code}[/]\n{response.text}")
-        return 1
-    _print_result(response.json())
     console.print(f"[green]done in {time.perf_counter() - started:.0f}s[/]")
     return 0
 

@@ -212,6 +212,7 @@ def test_internal_services_need_no_key_table() -> None:
         ("t" * 32, "distinct"),
         (KEY_A, "API key"),
     ],
+    ids=["short", "placeholder", "placeholder-upper", "one-character", "an-api-key"],
 )
 def test_weak_internal_tokens_are_refused_outside_development(token: str, why: str) -> None:
     weak = AuthSettings(

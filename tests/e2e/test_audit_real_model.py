@@ -13,7 +13,7 @@ import pytest
 from rubricate.demo import load_example
 from rubricate.embedded import SERVICES, EmbeddedPlatform
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.audit]
 
 
 async def test_the_embedded_model_audits_itself_with_the_other_design(tmp_path: Path) -> None:

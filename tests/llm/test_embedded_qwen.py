@@ -86,3 +86,24 @@ async def test_a_judge_score_sheet(qwen: "EmbeddedBackend") -> None:
     assert sorted(item.index for item in sheet.scores) == [1, 2]
     assert all(0 <= item.score <= 2 and item.justification for item in sheet.scores)
     assert usage.calls in (1, 2) and usage.prompt_tokens > 200
+
+
+async def test_closing_cuts_a_generation_in_flight_short_and_it_is_no_result() -> None:
+    """A service stopping (a test's platform, a pod's SIGTERM) does not wait out a long
+    background call: the generation stops at its next token and fails; nothing partial is
+    returned as if it were an answer."""
+    from rubricate.llm.errors import BackendRequestError
+
+    backend = EmbeddedBackend.from_settings(LLMSettings(n_ctx=2048))
+    call = asyncio.create_task(
+        backend.complete(
+            [Message("user", "Count from 1 to 500, one number per line.")],
+            GenerationParams(max_tokens=1500),
+        )
+    )
+    await asyncio.sleep(3.0)  # well into the call: 1,500 tokens take minutes on CPU
+    await backend.aclose()
+    assert call.done()  # closing waited for the call to stop, not to finish
+    with pytest.raises(BackendRequestError, match="closed during the call"):
+        await call
+    assert not await backend.ready()

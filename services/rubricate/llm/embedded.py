@@ -91,6 +91,9 @@ class EmbeddedBackend(LLMBackend):
         self.n_ctx = n_ctx
         self._async_lock = asyncio.Lock()
         self._thread_lock = threading.Lock()
+        self._closing = threading.Event()
+        """Set by `aclose`: a generation in flight stops at its next token and fails, so closing
+        (a service's shutdown, a test's platform) does not wait out a long background call."""
         """Held by the worker thread itself: a cancelled caller releases the asyncio lock,
         while its generation still runs to the end."""
         self._grammars: dict[str, LlamaGrammar | None] = {}
@@ -212,13 +215,31 @@ class EmbeddedBackend(LLMBackend):
                 prompt = prompt_tokens(llm, formatter, messages)
                 eos = [formatter.eos_token] if formatter.eos_token else []
                 kwargs["stop"] = [*(kwargs["stop"] or []), *eos]
+                kwargs["stopping_criteria"] = self._stop_when_closing()
+                reused = _shared_prefix(llm, prompt)
+                started = time.perf_counter()
                 completion = llm.create_completion(prompt=prompt, **kwargs)
                 response = chat_response(cast(dict[str, Any], completion))
+                log.debug(
+                    "embedded.call kind=generate prompt=%d reused=%d completion=%s seconds=%.2f",
+                    len(prompt),
+                    reused,
+                    (response.get("usage") or {}).get("completion_tokens"),
+                    time.perf_counter() - started,
+                )
             except ValueError as exc:  # e.g. "Requested tokens (9000) exceed context window"
                 raise BackendRequestError(f"llama.cpp rejected the request: {exc}") from exc
             except RuntimeError as exc:  # e.g. a failed llama_decode
                 raise BackendRequestError(f"llama.cpp failed: {exc}") from exc
+            if self._closing.is_set():  # cut short: never a judgment
+                raise BackendRequestError("the embedded backend closed during the call")
         return response
+
+    def _stop_when_closing(self) -> Any:
+        from llama_cpp.llama import StoppingCriteriaList
+
+        closing = self._closing
+        return StoppingCriteriaList([lambda _ids, _logits: closing.is_set()])
 
     async def score_choices(
         self, messages: Sequence[Message], *, reply_prefix: str, choices: Sequence[str]
@@ -261,16 +282,20 @@ class EmbeddedBackend(LLMBackend):
                     f"the context window ({self.n_ctx})"
                 )
             first = self._choice_tokens(llm, reply_prefix, choices)
-            cached = 0
-            limit = min(llm.n_tokens, len(tokens) - 1)  # the last token is always evaluated
-            while cached < limit and llm.input_ids[cached] == tokens[cached]:
-                cached += 1
+            cached = min(_shared_prefix(llm, tokens), len(tokens) - 1)  # the last is evaluated
             llm.n_tokens = cached
+            started = time.perf_counter()
             try:
                 llm.eval(tokens[cached:])
             except RuntimeError as exc:
                 llm.n_tokens = 0
                 raise BackendRequestError(f"llama.cpp failed: {exc}") from exc
+            log.debug(
+                "embedded.call kind=choices prompt=%d reused=%d seconds=%.2f",
+                len(tokens),
+                cached,
+                time.perf_counter() - started,
+            )
             pointer = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
             logits = np.ctypeslib.as_array(pointer, shape=(llm.n_vocab(),)).astype(np.float64)
             top = float(logits.max())
@@ -321,6 +346,7 @@ class EmbeddedBackend(LLMBackend):
         return self._llm is not None
 
     async def aclose(self) -> None:
+        self._closing.set()
         async with self._async_lock:
             await asyncio.to_thread(self._close)
 
@@ -359,6 +385,16 @@ def prompt_tokens(
         if text:
             tokens += llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
     return tokens
+
+
+def _shared_prefix(llm: "Llama", tokens: Sequence[int]) -> int:
+    """How many leading `tokens` the context already holds (the KV cache llama.cpp reuses)."""
+    held = llm.input_ids
+    limit = min(llm.n_tokens, len(tokens))
+    n = 0
+    while n < limit and held[n] == tokens[n]:
+        n += 1
+    return n
 
 
 def chat_response(completion: dict[str, Any]) -> dict[str, Any]:

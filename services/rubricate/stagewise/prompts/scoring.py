@@ -202,9 +202,7 @@ def build_choice_prompts(
     system = Message("system", CHOICE_SYSTEM)
     prompts = []
     for index, rubric in enumerate(rubrics):
-        what = (
-            "fully show this flaw" if rubric.polarity == "negative" else "fully meet this rubric"
-        )
+        what = "fully show this flaw" if rubric.polarity == "negative" else "fully meet this rubric"
         ask = (
             f"\n\n\nConsider only rubric {index + 1}: {escape_untrusted(rubric.title[:120])}. "
             f"Does the trajectory {what}? Reply yes or no."
