@@ -11,6 +11,9 @@ injected:
 - `<service>-term`: SIGTERM (the graceful drain), started again once it has exited;
 - `redis-restart`: Redis SIGKILLed and started again at once (its append-only file keeps
   the data); `redis-outage`: the same, down for `--outage-s` (30) seconds;
+- `postgres-restart`: the benchmark's own PostgreSQL (a private cluster on a free port, started
+  for this fault list; `rl_step.start_postgres`) SIGKILLed and started again at once (crash
+  recovery from its write-ahead log);
 - `judge-503`, `judge-429`: the judge answers that status for `--judge-fault-s` (20) s;
   `judge-slow`: ten times slower for as long;
 - `rolling`: every service in turn (store, verifier, generator, gateway) SIGTERMed, started
@@ -21,8 +24,8 @@ injected:
 
 Per fault it prints: answered, errors after the client's retries (by final status), partial
 groups, rewards equal to the clean run's (per sample), judge calls beyond the clean run's,
-and wall time against the clean run. PostgreSQL is the machine's shared server here and is
-not restarted.
+and wall time against the clean run. With `postgres-restart` in the list every run of the
+list, the clean one included, uses the private PostgreSQL; otherwise the machine's server.
 
     nice -n 10 python benchmarks/faults.py --size 1024 --faults all --json faults.json
 """
@@ -50,6 +53,7 @@ FAULTS = [
     *(f"{s}-{how}" for s in SERVICES for how in ("kill", "term")),
     "redis-restart",
     "redis-outage",
+    "postgres-restart",
     "judge-503",
     "judge-429",
     "judge-slow",
@@ -112,6 +116,9 @@ async def inject(fault: str, plat: rs.Platform, args: argparse.Namespace) -> str
     if fault == "redis-outage":
         took = await restart(plat, "redis", graceful=False, down_s=args.outage_s)
         return f"redis SIGKILL, down {args.outage_s:g} s, restarted after {took:.1f} s"
+    if fault == "postgres-restart":
+        took = await restart(plat, "postgres", graceful=False)
+        return f"postgres SIGKILL, restarted after {took:.1f} s"
     if fault.startswith("judge-"):
         spec: dict[str, Any] = {"for_s": args.judge_fault_s}
         if fault == "judge-slow":
@@ -156,6 +163,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     samples = rs.make_step(args.size, args.group_size, args.trajectory_chars)
     if REPLICA_FAULTS & set(faults):  # a second gateway replica and the balancer
         args.patterns = [args.pattern, "replicas"]
+    args.private_postgres = "postgres-restart" in faults  # a server this run may restart
     rows: list[dict[str, Any]] = []
     clean: rs.RunResult | None = None
     async with rs.platform(args, tenants) as plat:

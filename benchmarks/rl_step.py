@@ -385,12 +385,59 @@ class Platform:
         return [p for n, p in self.procs.items() if n.startswith("gateway")]
 
 
+PG_PORT = 5432
+"""The PostgreSQL server the benchmark's database lives on: the machine's (5432), or the
+benchmark's own (`--private-postgres`, `start_postgres`), which a fault may restart."""
+
+
 def _pg_connect(dbname: str) -> Any:
     import psycopg
 
     return psycopg.connect(
-        host="127.0.0.1", port=5432, user="postgres", dbname=dbname, autocommit=True
+        host="127.0.0.1", port=PG_PORT, user="postgres", dbname=dbname, autocommit=True
     )
+
+
+def start_postgres(data: Path, logs: Path, env: dict[str, str]) -> Proc:
+    """A PostgreSQL cluster of the benchmark's own on a free port (initdb in `data`, a new
+    directory whose parents the `postgres` user can traverse;
+    trust auth on 127.0.0.1), so that a fault can SIGKILL and restart it without touching
+    the machine's server. As root it runs as the `postgres` user (the server refuses root);
+    setpriv execs it, so the postmaster is the process a fault signals. Sets `PG_PORT`."""
+    global PG_PORT
+    found = shutil.which("postgres")
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: p.parts)
+    if found is None and not versions:
+        raise SystemExit("no PostgreSQL server binary (postgres) for the private cluster")
+    bindir = Path(found).parent if found else versions[-1].parent
+    data.mkdir()
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(data, user="postgres")
+        as_user = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"]
+    initdb = subprocess.run(
+        [*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"],
+        capture_output=True,
+        text=True,
+    )
+    if initdb.returncode != 0:
+        raise SystemExit(f"initdb failed for the private PostgreSQL:\n{initdb.stderr}")
+    port = free_port()
+    argv = [*as_user, str(bindir / "postgres"), "-D", str(data), "-p", str(port)]
+    argv += ["-k", str(data), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300"]
+    proc = start("postgres", argv, env, logs, None)
+    deadline = time.monotonic() + 60
+    while True:
+        ready = subprocess.run(
+            ["pg_isready", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres"], check=False
+        )
+        if ready.returncode == 0:
+            break
+        if time.monotonic() > deadline or not proc.alive():
+            raise SystemExit(f"the benchmark's PostgreSQL did not start: {logs / 'postgres.log'}")
+        time.sleep(0.2)
+    PG_PORT = port
+    return proc
 
 
 def create_database() -> str:
@@ -434,6 +481,11 @@ async def platform(
     logs = work / "logs"
     logs.mkdir()
     procs: dict[str, Proc] = {}
+    global PG_PORT
+    PG_PORT = 5432
+    if getattr(args, "private_postgres", False):
+        os.chmod(work, 0o711)  # mkdtemp's 0700: the postgres user must reach work/pg
+        procs["postgres"] = start_postgres(work / "pg", logs, dict(os.environ))
     database = create_database()
     keys = {tenant: new_key() for tenant in tenants}
     ports = {
@@ -452,7 +504,7 @@ async def platform(
         "RUBRICATE_AUTH_MODE": "api_key",
         "RUBRICATE_AUTH_API_KEYS": ",".join(f"{t}:{hash_key(k)}" for t, k in keys.items()),
         "RUBRICATE_AUTH_INTERNAL_TOKEN": internal_token,
-        "RUBRICATE_DATABASE_URL": f"postgresql://postgres@127.0.0.1:5432/{database}",
+        "RUBRICATE_DATABASE_URL": f"postgresql://postgres@127.0.0.1:{PG_PORT}/{database}",
         "RUBRICATE_DATA_DIR": str(work / "data"),
         "RUBRICATE_MINER_DATA_DIR": str(work / "miner"),
         "RUBRICATE_REDIS_URL": redis_url,
