@@ -157,7 +157,7 @@ demo: setup  ## score a bundled rollout group on the embedded model, print R, G,
 serve: setup  ## every service in one process on localhost (embedded mode)
 	$(BIN)/rubricate serve all
 
-# The suite runs on TEST_WORKERS pytest-xdist workers: the real-model tests one after the other
+# The suite runs on TEST_WORKERS pytest-xdist workers: the real-model tests first, one after the other
 # on one worker (they keep both cores busy), everything else beside them on the others, where
 # most of the time is waiting on services, subprocesses and timeouts (tests/conftest.py).
 # The trainer virtualenvs, deployment tools and browser are built in parallel first (mostly
@@ -168,11 +168,11 @@ TEST_ENV := RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 R
 
 test: setup  ## the whole suite: core, services on PostgreSQL/Redis, e2e on the real model, the console in Chromium
 	@$(MAKE) --no-print-directory -j6 $(TEST_PREREQS)
-	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS)
 
 test-fast: setup  ## everything but the tests that need the real 1.5B model
 	@$(MAKE) --no-print-directory -j6 $(TEST_PREREQS)
-	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not model"
+	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS) -m "not model"
 
 PY_DIRS := services clients/python tests benchmarks examples
 

@@ -5,8 +5,9 @@ platforms are fixtures of the directories that use them (their `conftest.py`).
 Under pytest-xdist (`make test` runs the suite on several workers) each worker is its own
 pytest session: its own PostgreSQL database already (a fresh one per session), and here its
 own Redis databases, because the tests flush theirs (`tests/support/parallel`). Every test
-that needs the real model runs on one worker, one after the other (`xdist_group("model")`):
-two model tests at once on two cores would only slow each other down.
+that needs the real model runs on one worker, one after the other, starting first
+(`parallel.ModelTestsTogether`): two model tests at once on two cores would only slow each
+other down. The other tests are scheduled a file at a time.
 
 A real-model test runs without the audit unless it is marked `audit`: the audit re-scores a
 question's first group in the background with the same model and the other design (about
@@ -25,11 +26,22 @@ def pytest_configure(config: pytest.Config) -> None:
     parallel.isolate_worker()
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("model") is not None:
-            item.add_marker(pytest.mark.xdist_group("model"))
+    """The real-model tests first (the longest run of the suite starts at once), each in a
+    file named `*_real_model.py`, which is how the xdist scheduler knows them."""
+    model = [item for item in items if item.get_closest_marker("model") is not None]
+    misplaced = sorted({str(i.path) for i in model if not parallel.is_model_file(i.nodeid)})
+    if misplaced:
+        raise pytest.UsageError(
+            "tests marked `model` must live in files named *_real_model.py (they run one "
+            f"after the other on one xdist worker): {misplaced}"
+        )
+    chosen = set(map(id, model))
+    items[:] = model + [item for item in items if id(item) not in chosen]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    return parallel.ModelTestsTogether(config, log)
 
 
 @pytest.fixture(autouse=True)

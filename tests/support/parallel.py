@@ -1,4 +1,11 @@
-"""Isolation of pytest-xdist workers that share one Redis server.
+"""pytest-xdist for the suite: the scheduling of the real-model tests, and the isolation of
+workers that share one Redis server.
+
+Scheduling (`ModelTestsTogether`): a file is a unit of work, and every `*_real_model.py`
+file together is one (the tests marked `model`, which `tests/conftest.py` puts first), so
+the real-model tests run one after the other on the first worker while the others share the
+rest. xdist's own `--dist loadgroup` would do this with `xdist_group` marks, but its
+grouping rewrites `item._nodeid`, which pytest 9 no longer reads: the marks were ignored.
 
 Worker `gwN` flushes its own databases: the test data database (RUBRICATE_TEST_REDIS_URL,
 default db 15) moved down by N, and the test broker database (RUBRICATE_TEST_BROKER_URL,
@@ -7,11 +14,33 @@ default databases without overlap. Without xdist nothing changes.
 """
 
 import os
+from typing import Any
 from urllib.parse import urlsplit
+
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 _DATA = ("RUBRICATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 _BROKER = ("RUBRICATE_TEST_BROKER_URL", "redis://127.0.0.1:6379/7")
 MAX_WORKERS = 8
+
+
+MODEL_SCOPE = "real-model"
+
+
+def is_model_file(nodeid: str) -> bool:
+    return nodeid.split("::", 1)[0].endswith("_real_model.py")
+
+
+class ModelTestsTogether(LoadScopeScheduling):  # type: ignore[misc]
+    """Scopes: the real-model files together, every other file alone, in collection order
+    (the model scope first)."""
+
+    def __init__(self, config: Any, log: Any = None) -> None:
+        super().__init__(config, log)
+        config.option.loadscopereorder = False  # keep the collection's order: model first
+
+    def _split_scope(self, nodeid: str) -> str:
+        return MODEL_SCOPE if is_model_file(nodeid) else nodeid.split("::", 1)[0]
 
 
 def worker_number() -> int | None:

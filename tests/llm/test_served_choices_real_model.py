@@ -1,7 +1,7 @@
 """Choice scoring on a served backend: log-probabilities read from a real llama.cpp
 OpenAI-compatible server (`python -m llama_cpp.server`, SmolLM2-135M) match the ones the
 embedded backend reads from the same model file in process. Real model: run under the lock
-(`flock /tmp/rubricate-model.lock pytest -m model tests/llm/test_served_choices.py`)."""
+(`flock /tmp/rubricate-model.lock pytest -m model tests/llm/test_served_choices_real_model.py`)."""
 
 import math
 from collections.abc import AsyncIterator
