@@ -8,11 +8,14 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
+import redis.asyncio as redis
 
 from rubricate.common.rendezvous import (
     Batch,
+    Check,
     Entry,
     Joined,
     RedisRendezvousStore,
@@ -176,6 +179,52 @@ async def test_a_join_whose_answer_was_lost_still_leads_its_group(
     results = await asyncio.wait_for(asyncio.gather(first, second), 10)
     assert list(results) == [["a/2"], ["b/2"]]
     assert store.lost and len(judge.batches) == 1
+    await a.aclose()
+    await b.aclose()
+
+
+class CheckFailsOnce(RedisRendezvousStore):
+    """Once `lapsed` names a replica, its next `check` fails as if Redis had restarted, and
+    the try after it finds that replica's liveness lapsed (an outage longer than a lease,
+    Redis back before the replica has renewed); later checks reach Redis untouched."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self.raw = redis.Redis.from_url(url)
+        self.lapsed = ""
+        self.tries = 0
+
+    async def check(self, group: str, instance: str, slots: Sequence[int], **kw: Any) -> Check:
+        if self.lapsed and self.tries < 2:
+            self.tries += 1
+            await self.raw.delete(*await self.raw.keys(f"*live:{self.lapsed}"))
+            if self.tries == 1:
+                raise ConnectionError("Redis restarted")
+        return await super().check(group, instance, slots, **kw)
+
+
+async def test_a_check_tried_again_after_an_outage_does_not_claim_a_live_leaders_group(
+    server: PersistentRedis,
+) -> None:
+    """A watch's check fails in an outage during which the live leader's liveness lapsed;
+    the check's next try reaches Redis before the leader has renewed. It must not claim the
+    group (found on CI: the try kept the claim decided before the outage, took the group
+    over at once and scored it a second time): claims wait a lease after an outage."""
+    a = replica(server.url, lease_s=3.0)
+    store = CheckFailsOnce(server.url, retention_s=RETENTION_S, timeout_s=1.0)
+    b = Rendezvous(store, retention_s=RETENTION_S, wait_s=30.0, lease_s=3.0)
+    judge = GatedJudge()
+    first = asyncio.create_task(a.gather("g", entries("a"), expected=2, window_s=60, score=judge))
+    await asyncio.sleep(0.2)
+    second = asyncio.create_task(b.gather("g", entries("b"), expected=2, window_s=60, score=judge))
+    await asyncio.wait_for(judge.started.wait(), 10)
+    store.lapsed = a.store.replica  # b's watch checks again within a lease
+    await asyncio.sleep(4.0)
+    judge.release.set()
+    results = await asyncio.wait_for(asyncio.gather(first, second), 20)
+    assert list(results) == [["a/2"], ["b/2"]]
+    assert store.tries == 2 and len(judge.batches) == 1
+    await store.raw.aclose()
     await a.aclose()
     await b.aclose()
 

@@ -37,8 +37,9 @@ Waiting costs nothing per caller: nobody polls.
   results it scored (published once the store answers, never scored again). A join whose
   answer was lost is tried again and finds the instance it opened: it leads it. A leader that
   gives up resigns its lease as soon as the store answers, and a resignation signals the
-  instance, so a watch takes over at once. After an outage no lease is claimed for a third of
-  a lease (live replicas renew the liveness that lapsed meanwhile; the signal listener renews
+  instance, so a watch takes over at once. After an outage no lease is claimed for a whole
+  lease (live replicas renew the liveness that lapsed meanwhile, three times over at their
+  `lease_s / 3` period, however loaded the machine; the signal listener renews
   its own before it wakes every local waiter to re-check: signals sent while it was away are
   lost). A scoring that failed is delivered to its callers as a failure and keeps its entries:
   a retry of one of its samples scores the same group again at once (not a new group that
@@ -986,7 +987,7 @@ class Rendezvous:
         instance's lifetime: it alone can finish it without scoring again)."""
         self._claims_from = float("-inf")
         """No lease is claimed before this (`time.monotonic()`): after an outage, live
-        replicas get a third of a lease to renew the liveness that lapsed meanwhile."""
+        replicas get a whole lease to renew the liveness that lapsed meanwhile."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._errors: dict[tuple[str, str], BaseException] = {}
         self._watches: dict[tuple[str, str], _Watch] = {}
@@ -1027,13 +1028,15 @@ class Rendezvous:
     async def _store_call(self, op: str, call: Callable[[], Awaitable[T]], *, for_s: float) -> T:
         """`call()`, tried again through a store outage for up to `for_s` seconds after its
         first failure (then that failure is raised). Once it answers after failing, leases
-        are not claimed for a third of a lease: replicas renew what lapsed meanwhile."""
+        are not claimed for a whole lease: replicas renew what lapsed meanwhile."""
         pause, given_up_at = RETRY_FIRST_S, None
         while True:
             try:
                 out = await call()
             except (RedisError, OSError) as exc:
                 now = time.monotonic()
+                # no lease is claimed through an outage, nor for a lease after it
+                self._claims_from = max(self._claims_from, now + self.lease_s)
                 if given_up_at is None:
                     given_up_at = now + for_s
                     log.warning(
@@ -1048,13 +1051,13 @@ class Rendezvous:
                 pause = min(2 * pause, RETRY_MAX_S)
                 continue
             if given_up_at is not None:
-                self._claims_from = max(self._claims_from, time.monotonic() + self.lease_s / 3)
+                self._claims_from = max(self._claims_from, time.monotonic() + self.lease_s)
             return out
 
     def _may_claim(self) -> tuple[bool, float]:
         """Whether a watch may claim a lapsed lease now, else in how many seconds (a
         draining replica never does: it hands its groups over)."""
-        start = max(self._claims_from, self.store.reconnected_at + self.lease_s / 3)
+        start = max(self._claims_from, self.store.reconnected_at + self.lease_s)
         left = start - time.monotonic()
         return left <= 0 and not self.draining, max(left, 0.0)
 
@@ -1189,23 +1192,24 @@ class Rendezvous:
                 if key not in self._leading:
                     slots = watch.waiting_slots()
                     owner = f"{self.store.replica}.{uuid.uuid4().hex}"
-                    may_claim, claim_in = self._may_claim()
-                    if not may_claim and not self.draining:  # after an outage: check again
-                        # once claims resume
-                        within_s = min(within_s, claim_in + 0.05)
-                    found = await self._store_call(
-                        "check",
-                        functools.partial(
-                            self.store.check,
+
+                    def check(slots: list[int] = slots, owner: str = owner) -> Awaitable[Check]:
+                        # whether to claim is decided at each try: a try that follows an
+                        # outage must not claim (live replicas have not renewed yet)
+                        return self.store.check(
                             group,
                             instance,
                             slots,
                             owner=owner,
                             lease_s=self.lease_s,
-                            claim=may_claim,
-                        ),
-                        for_s=self.outage_s,
-                    )
+                            claim=self._may_claim()[0],
+                        )
+
+                    found = await self._store_call("check", check, for_s=self.outage_s)
+                    may_claim, claim_in = self._may_claim()
+                    if not may_claim and not self.draining:  # after an outage: check again
+                        # once claims resume
+                        within_s = min(within_s, claim_in + 0.05)
                     if found.claimed:
                         log.warning("rendezvous.takeover group=%.16s instance=%s", group, instance)
                         self._lead(group, instance, owner=owner, window_s=window_s, score=score)
