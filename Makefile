@@ -168,7 +168,7 @@ TEST_ENV := RUBRICATE_REQUIRE_DEPLOY_TOOLS=1 RUBRICATE_REQUIRE_TRAINER_VENVS=1 R
 
 test: setup  ## the whole suite: core, services on PostgreSQL/Redis, e2e on the real model, the console in Chromium
 	@$(MAKE) --no-print-directory -j6 $(TEST_PREREQS)
-	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS)
+	$(TEST_ENV) $(BIN)/pytest -n $(TEST_WORKERS) --durations=30
 
 test-fast: setup  ## everything but the tests that need the real 1.5B model
 	@$(MAKE) --no-print-directory -j6 $(TEST_PREREQS)
