@@ -1,7 +1,8 @@
 """A FAKE OpenAI-compatible chat server (FastAPI), for the orchestration tests of served
 choice scoring: it records every request body and answers one-token completions whose first
 token's `top_logprobs` come from a rule of the test, or with no log-probabilities at all
-(a server that cannot score choices). Real servers are tested in test_served_choices_real_model.py."""
+(a server that cannot score choices). Real servers are tested in
+test_served_choices_real_model.py."""
 
 import asyncio
 import math

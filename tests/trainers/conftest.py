@@ -2,8 +2,10 @@
 through their own reward code, each in its own virtualenv (`make trainer-venvs`)."""
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -43,17 +45,35 @@ async def driver(
     the driver's last stdout line is JSON."""
     python = trainer_python(name)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("RUBRICATE_", "VIRTUAL"))}
-    result = await asyncio.to_thread(
-        subprocess.run,
+    returncode, stdout, stderr = await asyncio.to_thread(
+        _run,
         [str(python), *launcher, str(DRIVERS / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=limit_s,
         env={**clean, "PYTHONPATH": str(DRIVERS), **(env or {})},
-        check=False,
+        limit_s=limit_s,
     )
-    assert result.returncode == 0, (
-        f"{script} exited {result.returncode}\nstdout:\n{result.stdout[-4000:]}\n"
-        f"stderr:\n{result.stderr[-6000:]}"
+    assert returncode == 0, (
+        f"{script} exited {returncode}\nstdout:\n{stdout[-4000:]}\nstderr:\n{stderr[-6000:]}"
     )
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _run(argv: list[str], *, env: dict[str, str], limit_s: float) -> tuple[int, str, str]:
+    """`argv` in a session of its own; past `limit_s` the whole session is killed (a
+    launcher's children too: torchrun's ranks would otherwise outlive the test) and the
+    driver fails with what it printed."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        return -9, stdout, f"(killed after {limit_s:.0f} s)\n{stderr}"
+    return proc.returncode, stdout, stderr

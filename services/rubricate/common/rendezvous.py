@@ -53,7 +53,6 @@ cluster), else in process memory (embedded mode, one replica).
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import uuid

@@ -205,7 +205,15 @@ def main() -> None:
             flush=True,
         )
     if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+        # Under torchrun the process ends here, without freeing the DDP-wrapped model: freeing
+        # it (at main's return) runs the gloo process group's destructor, which joins a worker
+        # thread that waits for the GIL this thread holds. A deadlock of torch's teardown,
+        # seen in `make test` with py-spy (~ProcessGroupGloo -> std::thread::join, and
+        # ~AsyncAllgatherWork -> gil_scoped_acquire): rank 0 never exited and the test waited
+        # out its limit. Both ranks passed the barrier; everything reported is written.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
