@@ -126,3 +126,31 @@ def test_settings_choose_the_wrappers() -> None:
     assert isinstance(wrap_backend(inner, LLMSettings(cache="off")), CircuitBreakerBackend)
     with pytest.raises(ValueError, match="CACHE_URL"):
         LLMSettings(cache="redis")
+
+
+async def test_a_call_that_meets_an_open_circuit_waits_for_its_trial() -> None:
+    """A judge down for a while (503s with no Retry-After) opens the circuit; a call retried
+    through the circuit waits for the trial call instead of spending its retries within the
+    cooldown, and is answered once the judge is back (before: every retry met the open
+    circuit within a few seconds and the call failed: unscored rollouts at 4,096)."""
+    from rubricate.llm.retry import call_with_retries
+
+    now = [0.0]
+    down = [TransportError("503", status=503) for _ in range(3)]
+    inner = FakeBackend([*down, "back"])
+    breaker = CircuitBreakerBackend(inner, failure_threshold=3, cooldown_s=30, clock=lambda: now[0])
+    for _ in range(3):  # other calls open the circuit
+        with pytest.raises(TransportError):
+            await breaker.complete(MSGS, T0)
+    slept: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+        now[0] += delay
+
+    result = await call_with_retries(
+        lambda: breaker.complete(MSGS, T0), max_retries=2, base_s=0.5, max_s=4.0, sleep=sleep
+    )
+    assert result.text == "back"
+    assert slept[0] == pytest.approx(30)  # the circuit's wait, not a jittered half second
+    assert breaker.state == "closed"

@@ -2,7 +2,9 @@
 upper): transport failures are retried with exponential backoff and full jitter, never
 sooner than the server's Retry-After (at most `llm.limiter.MAX_PAUSE_S`) when it sent one,
 each retry counted and logged once (`retry_logger`), and no retry waits past the request's
-deadline (`sleep_within_deadline`)."""
+deadline (`sleep_within_deadline`). A call that meets an open circuit (`llm.circuit`) waits
+for the circuit's trial call in the same way, instead of spending its retries in the
+cooldown."""
 
 import asyncio
 import logging
@@ -96,7 +98,10 @@ async def call_with_retries(
                     attempt,
                     base_s=base_s,
                     max_s=max_s,
-                    retry_after_s=exc.retry_after_s if exc.status is not None else None,
+                    # a server's Retry-After, or an open circuit's wait for its trial call
+                    # (without it the retries were spent within the cooldown: a judge down
+                    # 20 s left most of a 4,096-rollout step unscored)
+                    retry_after_s=exc.retry_after_s,
                     rand=rand,
                 )
                 attempt += 1
