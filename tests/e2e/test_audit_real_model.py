@@ -29,8 +29,10 @@ async def test_the_embedded_model_audits_itself_with_the_other_design(tmp_path: 
     group["rollouts"] = [by_id["thorough"], by_id["wrong"]]
     group["step"] = 0
     platform = EmbeddedPlatform(data_dir=tmp_path, ports=dict.fromkeys(SERVICES, 0))
-    client = httpx.AsyncClient(base_url=platform.urls["gateway"], timeout=AUDIT_WAIT_S)
-    async with platform, client as c:
+    async with (
+        platform,
+        httpx.AsyncClient(base_url=platform.urls["gateway"], timeout=AUDIT_WAIT_S) as c,
+    ):
         scored = await c.post("/v1/stagewise/score", json=group)
         assert scored.status_code == 200, scored.text
         scoring_id = scored.json()["scoring_id"]
