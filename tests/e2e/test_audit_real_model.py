@@ -16,7 +16,7 @@ from rubricate.embedded import SERVICES, EmbeddedPlatform
 pytestmark = [pytest.mark.model, pytest.mark.audit]
 
 AUDIT_WAIT_S = 1200
-"""About 350 s alone on an idle 2-core machine (a choices scoring with rubric generation, then
+"""136–350 s alone on an idle 2-core machine (a choices scoring with rubric generation, then
 the audit's generate-design re-scoring); in `make test` it shares the cores with the other
 xdist workers and took more than the suite's 600 s per-test limit on CI, where the limit's
 os._exit showed only as a crashed worker. It gets a limit of its own above its wait."""
