@@ -68,6 +68,21 @@ def test_a_short_label_opening_a_line_is_its_own_unit() -> None:
         ("Solution", "meta"),
         ("I will now list the causes.", "meta"),
         ("<answer>", "meta"),
+        # the classes added on 2026-11-29 (issue 32, generalising beyond the tuning templates)
+        ("I deny that the wall fell in 1989.", "negate"),  # a denial predicate
+        ("The wall fell in 1989 — debunked.", "negate"),
+        ("Conceivably the wall fell in 1989.", "hedge"),  # an epistemic adverb
+        ("The wall fell in 1989 (unverified).", "hedge"),  # annotated as unsettled
+        ("The wall fell in 1989: false.", "negate"),  # annotated as false
+        ("Many held the idea that the wall fell in 1989.", "report"),  # a named proposition
+        ("Each essential point about the wall is addressed above.", "meta"),  # deixis
+        ("A good answer to the question covers the fall in 1989.", "meta"),  # a text's content
+        ("What one would need to say here: the wall fell in 1989.", "suppose"),
+        ("Checked: correct on every point, including that the wall fell in 1989.", "meta"),
+        ("Award one mark for the date of 1989.", "meta"),  # a marking scheme
+        ("Berlin, wall, 1989, November, crossing", "meta"),  # a list of terms
+        ("| The wall fell in 1989 | ✓ |", "meta"),  # a table row with a verdict
+        ('{"verdict": "correct", "year": 1989}', "meta"),  # structured data
     ],
 )
 def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
@@ -84,6 +99,14 @@ def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
         "It was confirmed by Eddington in 1919.",  # a verdict on a named subject
         "Canberra",
         "East Germans, West Berliners, and guards met at the crossing.",
+        # near misses of the 2026-11-29 classes: still claims
+        "Mount Everest is 8,849 metres above sea level.",  # "above" as a preposition
+        "Neil Armstrong, 1969",  # a short list may be a short answer
+        "Despite laws prohibiting age-based employment discrimination, older workers often "
+        "face unfavourable treatment.",  # no function word, but clauses, not terms
+        "Limiting speech can hinder new ideas that contribute to culture.",  # a relative "that"
+        "The fact that the wall fell in 1989 changed Europe.",  # factive
+        "The solution contains sodium chloride.",  # a chemical solution is no answer
     ],
 )
 def test_plain_claims_have_no_cue(text: str) -> None:
@@ -127,10 +150,21 @@ def test_units_under_a_label_about_the_answer_key_are_quoted_until_a_blank_line(
     ]
 
 
+def test_a_verdict_label_governs_the_rest_of_its_line() -> None:
+    text = "False: The wall fell in 1989. It fell in November.\nThe wall fell in 1989."
+    assert kinds(text) == [
+        ("negate", "False:"),
+        ("negate", "The wall fell in 1989."),
+        ("negate", "It fell in November."),
+        (None, "The wall fell in 1989."),
+    ]
+    assert [k for k, _ in kinds("Unverified: the wall fell in 1989.")] == ["hedge", "hedge"]
+
+
 def test_a_column_of_single_words_is_no_sentence() -> None:
-    text = "- Berlin\n- wall\n- 1989\n- November\n- crossing"
+    text = "- Berlin\n- wall\n- 1989\n- November"
     assert {k for k, _ in kinds(text)} == {"meta"}
-    assert [k for k, _ in kinds("- Berlin\n- Bonn")] == [None, None]
+    assert [k for k, _ in kinds("- Berlin\n- Bonn\n- Hamburg")] == [None, None, None]
 
 
 def reading(*units: tuple[str, str], mode: str = "claims") -> UnitReading:

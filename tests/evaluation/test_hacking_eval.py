@@ -4,13 +4,16 @@ model), which the unprotected nugget path must let through."""
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from rubricate.core.words import content_words
 from rubricate.evaluation import hacking
 from rubricate.evaluation import hacking_families as hf
 from rubricate.evaluation.cli import register
+from rubricate.evaluation.hacking_blind import BLIND
 from rubricate.evaluation.hacking_items import ITEMS, PROCESS_SUBJECTS
 from rubricate.llm.server import TaskSettings
 
@@ -34,32 +37,37 @@ def test_each_family_yields_distinct_instances_with_the_facts(family: str, split
     assert all(i.split == split and i.family == family for i in out)
     by_name = {s.name: s for s in SUBJECTS}
     for inst in out:
-        assert "{" not in inst.text and "«" not in inst.text, inst.text
+        # no slot left unfilled, no paraphrase choice left open (braces may be literal)
+        assert not re.search(r"\{[A-Za-z0-9]+\}", inst.text) and "«" not in inst.text
         subject = by_name[inst.subject]
-        if family in ("echo", "hedged", "negated"):
-            assert any(c.lower() in inst.text.lower() for c in subject.clauses), inst.text
+        if family in ("echo", "hedged", "negated"):  # the facts are there, in some form
+            words = content_words(inst.text)
+            assert any(len(content_words(c) & words) >= 2 for c in subject.clauses)
         if family == "stuffing":
-            assert hf.keywords(subject)[0].upper() in inst.text.upper()
+            flat = re.sub(r"\W", "", inst.text.upper())
+            assert any(re.sub(r"\W", "", k.upper()) in flat for k in hf.keywords(subject))
         if family == "verbosity":
             assert subject.topic.lower() in inst.text.lower()
             assert not any(c.lower() in inst.text.lower() for c in subject.clauses)
         if family == "masterkey":
-            assert inst.text in hf.MASTER_KEYS
+            assert inst.text in hf.all_templates("masterkey")
             assert inst.mode == ("alone" if inst.target == "empty" else "prepend")
     # the same seed draws the same instances; another draws others
     again = hf.generate(family, SUBJECTS, targets=("wrong", "empty"), n=6, split=split, seed=3)
     assert again == out
 
 
-def test_the_split_is_fixed_disjoint_and_a_third() -> None:
-    for family, templates in hf.TEMPLATES.items():
+def test_the_split_is_fixed_disjoint_and_the_blind_set_is_held_out() -> None:
+    for family in hf.TEMPLATES:
+        templates = list(hf.all_templates(family))
         assert len(set(templates)) == len(templates) >= 8, family
         held = hf.held_out(family, templates)
         tuning = hf.templates_in(family, "tuning", templates)
         held_list = hf.templates_in(family, "held-out", templates)
         assert set(held_list) == held and not held & set(tuning)
         assert sorted(tuning + held_list) == sorted(templates)
-        assert abs(len(held) - len(templates) / 3) <= 1
+        # held out: exactly the blind templates (set v2); tuning: every template of the module
+        assert held == set(BLIND[family]) and set(tuning) == set(hf.TEMPLATES[family])
         # the split does not depend on the order the templates are listed in
         assert hf.held_out(family, list(reversed(templates))) == held
         # held-out templates never appear in tuning instances, whatever the seed
@@ -70,6 +78,10 @@ def test_the_split_is_fixed_disjoint_and_a_third() -> None:
             assert drawn and not {i.template for i in drawn} & held
     assert hf.template_id("meta", hf.META[0]) == hf.template_id("meta", hf.META[0])
     assert hf.template_id("meta", hf.META[0]) != hf.template_id("echo", hf.META[0])
+    # a family without a blind set (injection) holds out a third by hash
+    names = [f"attack-{i}" for i in range(9)]
+    assert len(hf.held_out("injection", names)) == 3
+    assert hf.held_out("injection", list(reversed(names))) == hf.held_out("injection", names)
 
 
 def test_most_meta_templates_avoid_grading_words() -> None:

@@ -203,8 +203,8 @@ _CONTINUES = re.compile(
 
 # what an answer would, should or might say: a counterfactual report, not a claim
 _COUNTERFACTUAL = re.compile(
-    r"\b(?:would|should|could|might|ought\s+to)\s+(?:\w+\s+)?(?:say|state|mention|include|note|"
-    r"explain|cover|read|contain|list|name|point\s+out)\b",
+    r"\b(?:would|should|could|might|ought\s+to)\s+(?:\w+\s+){0,3}?(?:say|state|mention|"
+    r"include|note|explain|cover|read|contain|list|name|point\s+out)\b",
     re.I,
 )
 _MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>")
@@ -212,9 +212,58 @@ _MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>")
 # a checklist entry: a statement annotated with a verdict ("A: covered", "A — ✓")
 _CHECKLIST = re.compile(
     r"(?:[:\-–—]|\(|\[)\s*(?:covered|addressed|included|mentioned|present|satisfied|met|yes|"
-    r"done|ok|okay|correct|verified|confirmed|true|check(?:ed)?|[✓✔☑✅])\s*[)\].!]*$",
+    r"done|ok|okay|correct|verified|confirmed|true|check(?:ed)?|[✓✔☑✅])\s*[)\].!;,]*$",
     re.I,
 )
+# a statement annotated as false or as unsettled ("A: false", "A (unverified)", "A | ✗")
+_ANNOTATED = r"(?:[:\-–—|]|\(|\[)\s*(?:{})\s*[)\].!;,|]*$"
+_ANNOTATED_FALSE = re.compile(
+    _ANNOTATED.format(
+        r"false|wrong|incorrect|untrue|a\s+myth|myth|debunked|refuted|disproved|fake|bogus|"
+        r"not\s+true|no|nope|[✗✘❌×]"
+    ),
+    re.I,
+)
+_ANNOTATED_OPEN = re.compile(
+    _ANNOTATED.format(
+        r"unverified|unconfirmed|uncertain|unclear|disputed|contested|speculative|unknown|"
+        r"unsure|tbc|tbd|maybe|possibly|perhaps|\?+"
+    ),
+    re.I,
+)
+# a label whose word is a verdict on what follows it on its line ("False: A", "Unverified:
+# A", "Rumour: A"): the line is quoted under it with that kind
+_LABEL_KINDS: Final[tuple[tuple[UnitKind, re.Pattern[str]], ...]] = (
+    (
+        "negate",
+        re.compile(
+            r"^(?:false|wrong|incorrect|untrue|myths?|debunked|refuted|disproved|fake|bogus|"
+            r"fiction|not\s+true|not\s+so|misconceptions?|fallac(?:y|ies)|nope|no|denied|"
+            r"rejected)\s*:$",
+            re.I,
+        ),
+    ),
+    (
+        "hedge",
+        re.compile(
+            r"^(?:unverified|unconfirmed|uncertain|unclear|disputed|contested|speculative|"
+            r"speculation|hypothes[ie]s|hypothetical(?:ly)?|possibl[ye]|maybe|perhaps|guess(?:es)?|"
+            r"unknown|tentative(?:ly)?|unsure|open\s+questions?|tbc|tbd|candidates?|options?|"
+            r"alternatives?)\s*:$",
+            re.I,
+        ),
+    ),
+    (
+        "report",
+        re.compile(
+            r"^(?:(?:alleged(?:ly)?|claimed?|claims|rumou?rs?|hearsay|quote|quoted|they\s+say|"
+            r"some\s+say|others\s+say)|(?:\w+\s+)?(?:claims?|says?|said|wrote|writes))\s*:$",
+            re.I,
+        ),
+    ),
+)
+# structured data ({"verdict": "correct"}, key: value pairs in quotes): not a sentence
+_DATA = re.compile(r"[{\[]\s*[\"'][^\"']{1,40}[\"']\s*:|[\"'][^\"']{1,40}[\"']\s*:\s*[\"'{\[\d]")
 _COMPLEMENT = re.compile(r"^(?:and|or|nor)\s+(?:\w+\s+){0,3}?(?:that|whether|if)\b", re.I)
 _SUPPOSE_OPENER = re.compile(
     r"^(?:if|suppose|supposing|assuming|imagine|hypothetically|unless|in\s+case|were|had)\b",
@@ -255,6 +304,13 @@ _HEDGE = _words(
     r"could\s+(?:be|have|also|possibly|perhaps|either)",
     r"perhaps",
     r"possibly",
+    r"conceivably",
+    r"presumably",
+    r"probably",
+    r"arguably",
+    r"apparently",
+    r"seemingly",
+    r"plausibly",
     r"maybe",
     r"whether",
     r"unclear",
@@ -268,14 +324,25 @@ _HEDGE = _words(
     r"either\b.{1,200}?\bor",
     r"it\s+is\s+possible",
     r"it['’]s\s+possible",
-    r"I\s+(?:guess|wonder)",
+    r"I\s+(?:guess|wonder|suspect|suppose|reckon|imagine)",
+    r"my\s+(?:guess|hunch)",
+    r"un(?:verified|confirmed|substantiated|proven)",
+    r"speculat(?:ive|ion|ively)",
+    r"debatable",
+    r"disputed",
+    r"contested",
+    r"to\s+be\s+(?:confirmed|determined|verified)",
+    r"open\s+question",
+    r"\(\s*\?\s*\)",
 )
 _NEGATE = _words(r"not", r"no", r"never", r"none", r"neither", r"nor", r"nobody", r"nothing")
 _NEGATE_CONTRACTED = re.compile(
     r"\w+n['’]t\b|\bcannot\b|\b(?:false|untrue)\s+that\b"
     # a denial by predicate: "whoever says A is mistaken", "that A is a myth"
     r"|\b(?:is|are|was|were|be|been)\s+(?:(?:simply|plainly|clearly)\s+)?(?:wrong|mistaken|false|"
-    r"incorrect|untrue|erroneous|a\s+myth|a\s+misconception)\b",
+    r"incorrect|untrue|erroneous|a\s+myth|a\s+misconception|debunked|disproved|refuted|"
+    r"discredited|fabricated|fictional|made\s+up)\b"
+    r"|\b(?:wrongly|falsely|mistakenly|erroneously)\b|\bfar\s+from\b|\b(?:hardly|scarcely)\b",
     re.I,
 )
 # negators that do not deny the clause's content ("not only", "not until 1995", "no fewer
@@ -293,12 +360,62 @@ _REPORT = re.compile(
     r"|\bit\s+(?:is|was|has\s+been)\s+(?:said|claimed|rumou?red|alleged|believed)\b",
     re.I,
 )
+# a predicate that denies or disputes the proposition it embeds ("I deny that A", "there is no
+# truth in A"): a denial, whatever words follow
+_DENIAL_PREDICATE = re.compile(
+    r"\b(?:deny|denies|denied|dispute[sd]?|reject(?:s|ed)?|refute[sd]?|doubt(?:s|ed)?|"
+    r"disbelieve[sd]?|contest(?:s|ed)?)\s+(?:\w+\s+){0,2}?(?:that|whether)\b",
+    re.I,
+)
+# a proposition named by a noun ("the idea that A", "the claim that A"): mentioned, not
+# asserted ("the fact that A" is factive and stays a claim)
+_NAMED_PROPOSITION = re.compile(
+    r"\b(?:idea|claim|notion|view|suggestion|belief|possibility|hypothesis|rumou?r|assertion|"
+    r"contention|proposition|speculation|allegation|impression|assumption|premise)s?\s+"
+    r"(?:that|whether)\b",
+    re.I,
+)
+# `above`, `below`, `herein` as adverbs (no noun after them: "addressed above", "see
+# below"), which point into the text; as prepositions ("above sea level") they do not
+_TEXT_DEIXIS = re.compile(
+    r"\b(?:above|below|herein|hereinafter|hereunder)\b(?=\s*(?:[.,;:!?)\]]|$)|\s+(?:and|or|but|"
+    r"is|are|was|were|has|have|had|does|do|did|can|will|would|should|may|might|must)\b)"
+    r"|\b(?:texts?|answers?|repl(?:y|ies)|responses?|paragraphs?|passages?|sections?|"
+    r"statements?|sentences?|lists?|points?|facts?|claims?|summar(?:y|ies)|material|content)\s+"
+    r"(?:above|below)\b",
+    re.I,
+)
+# what an answer or an answer key says, covers or must say: a report of a text's content
+# (or of what it should hold), not the author's claim about the subject
+_TEXT_SAYS = re.compile(
+    r"\b(?:answers?|repl(?:y|ies)|essays?|write-?ups?|answer\s+keys?|mark(?:ing)?\s+schemes?)\b"
+    r"(?:\s+[\w'’-]+){0,6}?\s+(?:covers?|includes?|mentions?|states?|lists?|gives?|says?|"
+    r"contains?|address(?:es)?|notes?|names?|explains?|describes?|discuss(?:es)?|must|should|"
+    r"needs?\s+to|has\s+to|would|will)\b"
+    # "response" and "solution" name other things too ("the immune response includes …"):
+    # only bare, with a verb that only a text does
+    r"|\b(?:the|this|that|your|my|a|an|each|every|any)\s+(?:response|solution|output)s?\s+"
+    r"(?:covers?|mentions?|states?|lists?|says?|address(?:es)?|names?|notes?)\b",
+    re.I,
+)
+# what introduces examples of what a text covers ("correct on every point, including that
+# A"): names after it do not make the verdict before it a claim about them
+_EXEMPLIFIES = re.compile(
+    r"\b(?:including|namely|such\s+as|especially|notably|in\s+particular)\b", re.I
+)
+# function words: a unit with none of them is a list of terms, not a sentence
+_FUNCTION_WORDS: Final = STOP_WORDS - {"no", "not"}
+_LIST_ITEM = re.compile(r"\s*[,;]\s+|\s*[/|•·]\s*")
+
 # The text referring to itself (its sentences, points or sections, by deixis) or to its
 # grading: metadiscourse, not content.
 _SELF_REFERENCE = re.compile(
-    r"\b(?:this|the|my|above|following|preceding|previous|present|foregoing)\s+"
+    r"\b(?:this|my|above|following|preceding|previous|present|foregoing)\s+"
     r"(?:answer|reply|response|text|write-?up|paragraph|summary|section|statement|sentence|"
     r"solution|output|explanation|footnote|passage\s+above|points?\s+above)s?\b"
+    # "the" names the text only for the words that cannot be the subject's ("the immune
+    # response", "the solution contains salt"); "the answer is X" states the answer
+    r"|\bthe\s+(?:answer|reply|write-?up|paragraph|footnote)s?\b(?!\s+(?:is|was|to|of|for)\b)"
     r"|\b(?:a|an)\s+(?:complete|full|correct|good|ideal|perfect|model|right|thorough)\s+"
     r"(?:answer|response|reply|solution)\b"
     r"(?!\s+(?:of|to|from|by|in)\s)"
@@ -320,6 +437,12 @@ _GRADING = _words(
     r"suggested|standard|target)\s+(?:points?|answers?|solutions?|responses?|facts?|"
     r"elements?|items?)",
     r"points?\s+to\s+(?:cover|include|mention|make|address|hit)",
+    # marking: what a marker awards or accepts
+    r"marks?\s+(?:scheme|awarded|for)",
+    r"award(?:ed|s)?\s+(?:\w+\s+){0,2}?(?:marks?|points?|credit)",
+    r"(?:full|partial|no)\s+credit",
+    r"credit\s+(?:answers?|responses?|replies)",
+    r"(?:accepted|acceptable|canonical|approved)\s+(?:answers?|responses?|solutions?)",
     # those who judge a text (its sources' verdicts on it)
     r"reviewers?",
     r"editors?(?:['’]s)?",
@@ -331,7 +454,6 @@ _GRADING = _words(
     r"annotators?",
     r"proofread\w*",
 )
-_STOPS: Final = STOP_WORDS - {"no", "not"}
 _HAS_WORD = re.compile(r"[^\W_]", re.U)
 
 
@@ -344,6 +466,57 @@ def _denies(text: str) -> str:
     return ""
 
 
+_SUBJECT_START = re.compile(
+    r"(?:the|a|an|this|that|these|those|its|his|her|their|our|my|your|it|he|she|they|we|i|you|"
+    r"there|all|every|each|no|some|most|many|one)\b|[A-Z0-9]"
+)
+_AUXILIARY_TEXT: Final = (
+    "is are was were be been has have had do does did can could will would shall should may "
+    "might must"
+)
+_AUXILIARY: Final = frozenset(_AUXILIARY_TEXT.split())
+
+
+def _named_proposition(text: str) -> re.Match[str] | None:
+    """A noun naming a proposition followed by the clause it names ("the idea that water
+    boils at 100 °C"), not by a relative clause ("ideas that contribute to …"): after a
+    complementiser a subject comes first (a determiner, a pronoun, a name, a number, or words
+    followed within two words by what reads as a verb); after a relative pronoun, the verb."""
+    for m in _NAMED_PROPOSITION.finditer(text):
+        rest = text[m.end() :].split()
+        if not rest:
+            continue
+        first = rest[0].strip("\"'“‘(")
+        if first.lower() in _AUXILIARY:
+            continue
+        then = [w.lower().strip(",.;:") for w in rest[1:3]]
+        if _SUBJECT_START.match(first) or any(
+            w in _AUXILIARY or w.endswith(("s", "ed")) for w in then
+        ):
+            return m
+    return None
+
+
+_MIN_RUN_WORDS: Final = 6
+"""A run of words with no function word and no list separator this long is not a sentence."""
+_MIN_TERMS_ITEMS: Final = 4
+_MAX_TERM_WORDS: Final = 3
+
+
+def _is_term_list(text: str, words: Sequence[str]) -> bool:
+    """Whether `text` is a list or run of terms with no function word ("Canberra, capital,
+    1913, Parliament"; "#moon #1969"): a sentence relates its terms with function words (an
+    article, a copula, a preposition, a pronoun); a list of terms relates none of them, so it
+    asserts nothing. A list is at least `_MIN_TERMS_ITEMS` items of at most `_MAX_TERM_WORDS`
+    words; short lists ("Neil Armstrong, 1969") stay claims: a short answer may be one."""
+    if _FUNCTION_WORDS.intersection(w.lower().strip("#.;:!?\"'()[]*") for w in words):
+        return False
+    items = [i for i in _LIST_ITEM.split(text.strip(" .;")) if i]
+    if len(items) == 1:
+        return len(words) >= _MIN_RUN_WORDS
+    return len(items) >= _MIN_TERMS_ITEMS and all(len(i.split()) <= _MAX_TERM_WORDS for i in items)
+
+
 def cue_kind(
     text: str, *, reading: Reading = "claims", topic: frozenset[str] = frozenset()
 ) -> tuple[UnitKind, str] | None:
@@ -351,20 +524,30 @@ def cue_kind(
     model decides: content or meta). `process` material is read for meta only; `topic`: the
     content words of the question (an announced step that shares none is an opener)."""
     stripped = _MARKUP.sub(" ", text).strip()
+    if stripped.count("|") >= 2:  # a table row: its cells, separated
+        stripped = " — ".join(c.strip() for c in stripped.strip("|").split("|") if c.strip())
     if not _HAS_WORD.search(stripped) or (not content_words(stripped) and len(stripped) < 40):
         return "meta", NO_CONTENT
     words = stripped.split()
-    if (  # a search query is a run of words: that is a claim's defect, not an action's
-        reading == "claims"
-        and len(words) >= 6
-        and ", " not in stripped
-        and not _STOPS.intersection(w.lower().strip("#.;:!?\"'()") for w in words)
-    ):
-        return "meta", "a run of words, not a sentence"
+    if reading == "claims" and _is_term_list(stripped, words):
+        # a search query is a run of words: that is a claim's defect, not an action's
+        return "meta", "a list of terms, not a sentence"
     if _CHECKLIST.search(stripped):
         return "meta", "a checklist verdict"
-    if (m := _SELF_REFERENCE.search(stripped)) is not None:
+    if reading == "claims":
+        if _DATA.search(stripped):
+            return "meta", "structured data, not a sentence"
+        if _ANNOTATED_FALSE.search(stripped):
+            return "negate", "annotated as false"
+        if _ANNOTATED_OPEN.search(stripped):
+            return "hedge", "annotated as unsettled"
+        for kind, label in _LABEL_KINDS:
+            if label.match(stripped):
+                return kind, "a verdict label"
+    if (m := _SELF_REFERENCE.search(stripped) or _TEXT_DEIXIS.search(stripped)) is not None:
         return "meta", f"refers to the text itself ({m.group(0).strip()!r})"
+    if (m := _TEXT_SAYS.search(stripped)) is not None:
+        return "meta", f"says what an answer holds ({m.group(0).strip()!r})"
     if (m := _GRADING.search(stripped)) is not None:
         return "meta", f"speaks of grading ({m.group(0).strip()!r})"
     if stripped.endswith(":") and len(stripped.split()) <= 4:
@@ -385,7 +568,7 @@ def cue_kind(
     if (
         (m := _EVALUATIVE.search(stripped)) is not None
         and _UNNAMED_SUBJECT.match(stripped)
-        and not _NAME_OR_NUMBER.search(stripped)
+        and not _NAME_OR_NUMBER.search(_EXEMPLIFIES.split(stripped, maxsplit=1)[0])
     ):
         return "meta", f"a verdict on the text ({m.group(0)!r})"
     if stripped.rstrip("\"'”’)]").endswith("?"):
@@ -396,10 +579,14 @@ def cue_kind(
         return "suppose", f"conditional opener ({m.group(0)!r})"
     if (m := _HEDGE.search(stripped)) is not None:
         return "hedge", f"epistemic cue ({m.group(0)[:40]!r})"
+    if (m := _DENIAL_PREDICATE.search(stripped)) is not None:
+        return "negate", f"denial predicate ({m.group(0)!r})"
     if (m := _REPORT.search(stripped)) is not None:
         return "report", f"distancing report ({m.group(0)!r})"
     if negator := _denies(stripped):
         return "negate", f"negator ({negator!r})"
+    if (m := _named_proposition(stripped)) is not None:
+        return "report", f"a proposition named, not asserted ({m.group(0)!r})"
     return None
 
 
@@ -417,11 +604,18 @@ def read_cues(
     under it (`report`) until a blank line; the rest stay undecided (kind None)."""
     out: list[Unit] = []
     frame: Unit | None = None
+    line_label: Unit | None = None
     for unit in units:
         previous = out[-1] if out else None
         if frame is not None and previous is not None and "\n\n" in text[previous.end : unit.start]:
             frame = None
+        gap = text[previous.end : unit.start] if previous is not None else ""
+        if line_label is not None and "\n" in gap:
+            line_label = None
         found = cue_kind(unit.text, reading=reading, topic=topic)
+        if found is None and reading == "claims" and line_label is not None:
+            assert line_label.kind is not None
+            found = line_label.kind, f"quoted under {line_label.id}"
         if found is None and reading == "claims" and frame is not None:
             found = "report", f"quoted under {frame.id}"
         if (
@@ -440,11 +634,13 @@ def read_cues(
             and decided.text.rstrip().endswith(":")
         ):
             frame = decided
+        if decided.cue == "a verdict label":
+            line_label = decided
         out.append(decided)
     return _single_word_columns(out, text) if reading == "claims" else out
 
 
-_COLUMN_MIN: Final = 5
+_COLUMN_MIN: Final = _MIN_TERMS_ITEMS
 
 
 def _single_word_columns(units: list[Unit], text: str) -> list[Unit]:

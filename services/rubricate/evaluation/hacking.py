@@ -714,9 +714,9 @@ async def eval_hacking(args: argparse.Namespace) -> int:
 def _family_templates() -> dict[str, tuple[str, list[str]]]:
     """label: (family, its templates); the injection family's split is made separately
     for the stagewise variants and for the other judges' attacks."""
-    from rubricate.evaluation.hacking_families import TEMPLATES
+    from rubricate.evaluation.hacking_families import TEMPLATES, all_templates
 
-    out = {f: (f, list(ts)) for f, ts in TEMPLATES.items()}
+    out = {f: (f, list(all_templates(f))) for f in TEMPLATES}
     out["injection (stagewise)"] = ("injection", [v.name for v in injection.VARIANTS])
     out["injection (other judges)"] = ("injection", [a.name for a in ij.ATTACKS])
     return out

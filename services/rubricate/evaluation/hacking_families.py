@@ -18,12 +18,15 @@ each instance picking one (seeded). Families:
 - `injection`: the existing prompt-injection sets (`injection.VARIANTS` for the stagewise
   judge, `injection_judges.ATTACKS` phrased for each other judge), fixed strings.
 
-The split: within each family the templates are ordered by the SHA-256 of
-`SPLIT_SALT \\0 family \\0 template text`, and the first third (rounded, at least one) are
-`held-out`, the rest `tuning`. It depends on nothing but the texts, so it is the same on every
-run and machine; adding or editing a template can move others across, which is why a report
-records `set_version` (a hash of every family's templates). Keep the held-out templates out of
-any tuning: read only the `tuning` rows while tuning a defence.
+The split (set v2, since 2026-11-29): `held-out` is the blind set of `hacking_blind`,
+templates written by a red-team session that had not read the defence; `tuning` is every
+template here. Set v1 had held out a third of the templates here by hash; that third was read
+while the defence was generalised on 2026-11-29, so it is tuning now (docs/judge-quality.md).
+The `injection` family has no blind set: within it the attacks are ordered by the SHA-256 of
+`SPLIT_SALT \\0 family \\0 name` and the first third (rounded, at least one) are held out.
+A report records `set_version` (a hash of every family's templates, blind ones included):
+compare only reports with the same version. Keep the held-out templates out of any tuning:
+read only the `tuning` rows while tuning a defence, and never read `hacking_blind`.
 """
 
 import hashlib
@@ -33,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from rubricate.evaluation.hacking_blind import BLIND
 from rubricate.evaluation.hacking_items import Subject, sentence
 
 Split = Literal["tuning", "held-out"]
@@ -189,8 +193,17 @@ def template_id(family: str, template: str) -> str:
     return hashlib.sha256(f"{SPLIT_SALT}\0{family}\0{template}".encode()).hexdigest()[:12]
 
 
+def all_templates(family: str) -> tuple[str, ...]:
+    """A family's templates: the tuning ones here, then its blind (held-out) ones."""
+    return TEMPLATES[family] + BLIND.get(family, ())
+
+
 def held_out(family: str, templates: Sequence[str]) -> frozenset[str]:
-    """The held-out templates of a family: the first third of them by `template_id`."""
+    """The held-out templates among `templates` of a family: its blind ones where it has a
+    blind set, else the first third of them by `template_id`."""
+    if family in BLIND:
+        blind = set(BLIND[family])
+        return frozenset(t for t in templates if t in blind)
     ordered = sorted(templates, key=lambda t: template_id(family, t))
     return frozenset(ordered[: max(1, round(len(ordered) / 3))])
 
@@ -206,7 +219,7 @@ def templates_in(family: str, split: Split, templates: Sequence[str]) -> list[st
 
 def set_version() -> str:
     """A hash of every family's templates: two reports compare only when it is the same."""
-    text = "\0\0".join(f"{f}\0" + "\0".join(ts) for f, ts in sorted(TEMPLATES.items()))
+    text = "\0\0".join(f"{f}\0" + "\0".join(all_templates(f)) for f in sorted(TEMPLATES))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -346,7 +359,7 @@ def generate(
         names = [name for name, _ in injection]
         by_name = dict(injection)
     else:
-        names = list(TEMPLATES[family])
+        names = list(all_templates(family))
         by_name = {}
     chosen = templates_in(family, split, names)
     combos = [
