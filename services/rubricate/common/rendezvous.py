@@ -750,6 +750,7 @@ class RedisRendezvousStore(RendezvousStore):
         self.leases_renewed_per_instance = False  # one liveness key per replica (`start`)
         self._live_prefix = prefix + "live:"
         self._liveness: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()
         self._listener: asyncio.Task[None] | None = None
         self._subscribed: asyncio.Future[None] | None = None
         self._closing = False
@@ -763,10 +764,15 @@ class RedisRendezvousStore(RendezvousStore):
     async def start(self, *, lease_s: float) -> None:
         self._lease_s = lease_s
         if self._liveness is None:
-            await self._keep_live(lease_s)  # in force before this replica leads anything
-            self._liveness = asyncio.create_task(
-                self._stay_live(lease_s), name="rendezvous-liveness"
-            )
+            # one liveness task per replica: the first requests of a step all call `start`
+            # at once (before: each started a task of its own, and those `aclose` did not
+            # cancel kept a stopped replica live after it had deleted its key)
+            async with self._starting:
+                if self._liveness is None:
+                    await self._keep_live(lease_s)  # in force before it leads anything
+                    self._liveness = asyncio.create_task(
+                        self._stay_live(lease_s), name="rendezvous-liveness"
+                    )
         if self._subscribed is None:
             self._subscribed = asyncio.get_running_loop().create_future()
             self._listener = asyncio.create_task(self._listen(), name="rendezvous-signals")
@@ -813,6 +819,8 @@ class RedisRendezvousStore(RendezvousStore):
         """This replica's liveness, renewed every `lease_s / 3` until it closes."""
         while not self._closing:
             await asyncio.sleep(lease_s / 3)
+            if self._closing:
+                return
             try:
                 await self._keep_live(lease_s)
             except (RedisError, OSError) as exc:
