@@ -55,3 +55,44 @@ async def test_a_shutdown_without_a_signal_runs_the_drain_once() -> None:
     await drain.finish()
     await drain.finish()
     assert runs == ["drained"]
+
+
+async def test_a_hold_delays_the_server_stop_and_a_second_signal_ends_it() -> None:
+    """The holds run while the server still takes connections: the handler installed before
+    (uvicorn's) runs once they end, or at once on a second signal (the operator insists);
+    the hooks run after it."""
+    seen: list[int] = []
+
+    def previous(sig: int, frame: FrameType | None) -> None:
+        seen.append(sig)
+
+    release = asyncio.Event()
+    order: list[str] = []
+
+    async def hold() -> None:
+        order.append("hold")
+        await release.wait()
+
+    async def hook() -> None:
+        order.append(f"hook after {len(seen)} stop(s)")
+
+    drain = Drain()
+    drain.holds.append(hold)
+    drain.hooks.append(hook)
+    app = create_service_app(service="t", title="t", routers=[], drain=drain)
+    old = signal.signal(signal.SIGTERM, previous)
+    try:
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c,
+        ):
+            signal.raise_signal(signal.SIGTERM)
+            await asyncio.sleep(0.2)
+            assert order == ["hold"] and seen == []  # held: the server still listens
+            assert (await c.get("/readyz")).status_code == 503
+            signal.raise_signal(signal.SIGTERM)  # a second signal: stop now
+            await asyncio.sleep(0.2)
+            assert seen == [signal.SIGTERM, signal.SIGTERM]
+            assert order == ["hold", "hook after 2 stop(s)"]
+    finally:
+        signal.signal(signal.SIGTERM, old)

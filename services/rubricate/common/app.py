@@ -43,22 +43,57 @@ DRAIN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class Drain:
     """A service's shutdown, started by SIGTERM (Kubernetes, a rolling upgrade) before the
     HTTP server stops: `/readyz` answers 503 `draining` at once (no new work is routed
-    here), and the hooks run (the gateway answers what it holds and hands the rest over).
-    The server then waits for the requests in flight, as it does anyway."""
+    here), the holds run while the server still takes connections (the gateway's: the only
+    live replica serves on until it is idle, docs/gateway.md "Failure model"), then the
+    server is told to stop (the signal handler installed before, uvicorn's: it stops
+    listening and waits for the requests in flight) and the hooks run (the gateway answers
+    what it holds and hands the rest over). A second signal during the holds stops the
+    server at once."""
 
     def __init__(self) -> None:
         self.draining = False
+        self.holds: list[DrainHook] = []
+        """Run in order before the server stops taking connections (after a signal only)."""
         self.hooks: list[DrainHook] = []
         self._task: asyncio.Task[None] | None = None
+        self._holding: asyncio.Task[None] | None = None
+        self._stop_server: Callable[[], None] | None = None
 
-    def start(self) -> "asyncio.Task[None]":
-        """Begin draining (once); the task runs the hooks in order."""
+    def start(self, stop_server: Callable[[], None] | None = None) -> "asyncio.Task[None]":
+        """Begin draining (once); the task runs the holds (when `stop_server`, the
+        signal's own handling, is given: it is called once they end), then the hooks.
+        Called again with `stop_server` while the holds run (a second signal): the server
+        stops now."""
         self.draining = True
         if self._task is None:
+            self._stop_server = stop_server
             self._task = asyncio.get_running_loop().create_task(self._run(), name="drain")
+        elif stop_server is not None:
+            if self._holding is not None:
+                self._holding.cancel()
+            self._release()
+            stop_server()
         return self._task
 
+    def _release(self) -> None:
+        """Let the server stop (once)."""
+        stop, self._stop_server = self._stop_server, None
+        if stop is not None:
+            stop()
+
+    async def _hold(self) -> None:
+        for hold in self.holds:
+            try:
+                await hold()
+            except Exception as exc:  # a failed hold stops the server as it would have
+                log.warning("app.drain_hold_failed error=%s: %s", type(exc).__name__, exc)
+
     async def _run(self) -> None:
+        if self._stop_server is not None and self.holds:
+            self._holding = asyncio.get_running_loop().create_task(self._hold(), name="hold")
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._holding
+        self._release()
         log.info("app.draining hooks=%d", len(self.hooks))
         for hook in self.hooks:
             try:
@@ -73,7 +108,8 @@ class Drain:
 
 def drain_on_signals(drain: Drain, lifespan: Lifespan | None) -> Lifespan:
     """`lifespan` with `drain` started by SIGTERM or SIGINT (in the main thread; the handler
-    that was installed, uvicorn's, still runs) and finished at shutdown."""
+    that was installed, uvicorn's, still runs, once the drain's holds end) and finished at
+    shutdown."""
 
     @contextlib.asynccontextmanager
     async def wrapped(app: FastAPI) -> AsyncIterator[None]:
@@ -81,10 +117,16 @@ def drain_on_signals(drain: Drain, lifespan: Lifespan | None) -> Lifespan:
         previous: dict[int, Any] = {}
 
         def on_signal(sig: int, frame: FrameType | None) -> None:
-            loop.call_soon_threadsafe(drain.start)
             handler = previous.get(sig)
-            if callable(handler):
-                handler(sig, frame)
+
+            def stop_server() -> None:  # uvicorn's handling, once the drain's holds end
+                if callable(handler):
+                    handler(sig, frame)
+
+            try:
+                loop.call_soon_threadsafe(drain.start, stop_server)
+            except RuntimeError:  # the loop is closed: nothing left to drain
+                stop_server()
 
         if threading.current_thread() is threading.main_thread():
             for handled in DRAIN_SIGNALS:

@@ -318,6 +318,11 @@ class RendezvousStore(ABC):
         """Give up `owner`'s lease (its leader stopped before publishing) and signal the
         instance: the watches waiting on it check at once, and one takes over."""
 
+    async def peers(self) -> int:
+        """How many other gateway replicas share this store and are live (in process:
+        none). A draining replica that has no peer serves on instead of handing over."""
+        return 0
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         pass
 
@@ -535,6 +540,7 @@ class MemoryRendezvousStore(RendezvousStore):
 #                      m<slot> (payload), r<slot> (result)
 #   P G : I :lease     the leader's owner id, "<replica>.<id>" (lives as long as the instance)
 #   P live: R          replica R is live (PX lease, renewed every lease / 3)
+#   P replicas         set of the replicas that kept a liveness key (pruned by `peers`)
 #   P c: key           "G|I|slot": the slot that holds the content key
 #   P ev               the pub/sub channel: "G|I" when I is sealed or done
 
@@ -713,6 +719,23 @@ redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1
 """
 
+# ARGV: liveness key, replica set, replica, lease_ms
+_LIVE = """
+redis.call('SET', ARGV[1], '1', 'PX', ARGV[4])
+redis.call('SADD', ARGV[2], ARGV[3])
+return 1
+"""
+
+# ARGV: P, this replica. Returns how many other replicas are live; forgets the lapsed ones.
+_PEERS = """
+local set, n = ARGV[1] .. 'replicas', 0
+for _, r in ipairs(redis.call('SMEMBERS', set)) do
+  if redis.call('EXISTS', ARGV[1] .. 'live:' .. r) == 0 then redis.call('SREM', set, r)
+  elseif r ~= ARGV[2] then n = n + 1 end
+end
+return n
+"""
+
 LISTEN_RETRY_S: Final = 0.5
 """Pause before the signal listener reconnects after losing Redis."""
 
@@ -746,6 +769,8 @@ class RedisRendezvousStore(RendezvousStore):
         self._resign = self._redis.register_script(_RESIGN)
         self._publish = self._redis.register_script(_PUBLISH)
         self._fail_script = self._redis.register_script(_FAIL)
+        self._live = self._redis.register_script(_LIVE)
+        self._peers = self._redis.register_script(_PEERS)
         self.replica = uuid.uuid4().hex[:16]
         self.leases_renewed_per_instance = False  # one liveness key per replica (`start`)
         self._live_prefix = prefix + "live:"
@@ -813,7 +838,16 @@ class RedisRendezvousStore(RendezvousStore):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def _keep_live(self, lease_s: float) -> None:
-        await self._redis.set(self._live_prefix + self.replica, "1", px=_ms(lease_s))
+        args: list[str | int] = [
+            self._live_prefix + self.replica,
+            self._prefix + "replicas",
+            self.replica,
+            _ms(lease_s),
+        ]
+        await self._live(keys=[], args=args)
+
+    async def peers(self) -> int:
+        return int(await self._peers(keys=[], args=[self._prefix, self.replica]))
 
     async def _stay_live(self, lease_s: float) -> None:
         """This replica's liveness, renewed every `lease_s / 3` until it closes."""
@@ -939,6 +973,7 @@ class RedisRendezvousStore(RendezvousStore):
                 await self._liveness
             with contextlib.suppress(RedisError, OSError):  # its leases free at once
                 await self._redis.delete(self._live_prefix + self.replica)
+                await self._redis.srem(self._prefix + "replicas", self.replica)
         if self._listener is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(self._listener), 3.0)
@@ -1004,6 +1039,21 @@ class Rendezvous:
         self._scoring: set[asyncio.Task[None]] = set()
         """This replica's leaders that sealed their instance and score or publish it."""
         self.draining = False
+
+    @property
+    def busy(self) -> bool:
+        """Whether this replica leads an instance (gathering or scoring it) or has a caller
+        waiting on one."""
+        return bool(self._leading or self._watches or self._scoring)
+
+    async def alone(self) -> bool:
+        """Whether no other live replica shares the store (one that cannot be asked, the
+        store being unreachable, counts as none: nobody could take a group over then)."""
+        try:
+            return await self.store.peers() == 0
+        except (RedisError, OSError) as exc:
+            log.warning("rendezvous.peers_unknown error=%s", f"{type(exc).__name__}: {exc}")
+            return True
 
     @property
     def _ttl_s(self) -> float:

@@ -24,6 +24,7 @@ from rubricate.common.upstream import RETRY_STATUSES, ServiceClient, Upstreams
 from rubricate.console.routes import PREFIX as CONSOLE_PREFIX
 from rubricate.console.routes import router as console_router
 from rubricate.console.settings import ConsoleSettings
+from rubricate.gateway.drain import InFlight, InFlightMiddleware, serve_on_while_alone
 from rubricate.gateway.grpc import start_grpc
 from rubricate.gateway.settings import GatewaySettings
 from rubricate.mining.gateway import routes as miner_routes
@@ -96,6 +97,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     # 2. the idempotency store
     idempotency = build_idempotency_store(cfg)
     drain = Drain()  # SIGTERM: /readyz says draining, the assembler answers what it holds
+    in_flight = InFlight()  # the requests a draining only replica serves before it stops
 
     # 3. upstream clients, services and the gRPC server, for the app's lifetime
     @asynccontextmanager
@@ -105,6 +107,16 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         audit_submitter = AuditSubmitter(upstreams.miner if AuditSettings().enabled else None)
         _add_services(app, cfg, upstreams, audit_submitter)
         assembler = _add_trainer_rewards(app, cfg)
+        # the only live replica serves on until idle before it stops listening (no one
+        # to hand over to); otherwise, and then, what gathers is handed over
+        drain.holds.append(
+            lambda: serve_on_while_alone(
+                assembler.rendezvous,
+                in_flight,
+                quiet_s=cfg.drain_quiet_s,
+                hold_s=cfg.drain_hold_s,
+            )
+        )
         drain.hooks.append(lambda: assembler.drain(grace_s=2 * cfg.model_timeout_s))
         grpc_server = await start_grpc(app, cfg)
         try:
@@ -131,6 +143,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
         drain=drain,
     )
     app.state.console_settings = console  # the settings the console's routes read
+    app.add_middleware(InFlightMiddleware, in_flight=in_flight)  # outermost
     return app
 
 

@@ -71,6 +71,16 @@ class GatewaySettings(BaseSettings):
     group_lease_s: float = Field(default=30.0, ge=1, le=3600)
     """Lease of the replica that scores a group, renewed while it works: a group whose
     replica died is taken over by a waiting replica after at most this long."""
+    drain_hold_s: float = Field(default=240.0, ge=0, le=3600)
+    """SIGTERM on the only live replica (no other replica's liveness in the rendezvous's
+    Redis, or no Redis): how long it may keep taking connections, joining and scoring before
+    it stops listening, waiting to be idle (`drain_quiet_s`). Keep it under the grace
+    period (the chart's 300 s, Compose's `stop_grace_period`). 0: stop listening at once
+    and hand over, as with other replicas live (docs/gateway.md, "Failure model")."""
+    drain_quiet_s: float = Field(default=5.0, ge=0, le=600)
+    """How long the only live replica, draining, must have had no request in flight and no
+    group to gather, score or wait on before it stops listening (covers a client's retry
+    pauses: OpenRLHF's 1 s, the SDK's 0.5, 1 and 2 s)."""
     reward_retention_s: float = Field(default=3600.0, ge=1, le=7 * 24 * 3600)
     """How long a scored `/get_reward` sample's result answers the same sample sent again
     (a blind retry), with no judge call."""
