@@ -83,6 +83,14 @@ def test_a_short_label_opening_a_line_is_its_own_unit() -> None:
         ("Berlin, wall, 1989, November, crossing", "meta"),  # a list of terms
         ("| The wall fell in 1989 | ✓ |", "meta"),  # a table row with a verdict
         ('{"verdict": "correct", "year": 1989}', "meta"),  # structured data
+        ('["Berlin", "wall", "1989"]', "meta"),
+        ("It is hard to say, but the wall fell in 1989.", "hedge"),
+        ("The wall fell in 1989, or so I am told.", "report"),
+        ("Per the answer key, the wall fell in 1989.", "meta"),
+        ("The ground truth: the wall fell in 1989.", "meta"),
+        ("[x] The wall fell in 1989.", "meta"),  # a ticked checklist item
+        ("~~The wall fell in 1989.~~", "negate"),  # struck through
+        ("Berlin,wall,1989,November", "meta"),
     ],
 )
 def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
@@ -159,6 +167,8 @@ def test_a_verdict_label_governs_the_rest_of_its_line() -> None:
         (None, "The wall fell in 1989."),
     ]
     assert [k for k, _ in kinds("Unverified: the wall fell in 1989.")] == ["hedge", "hedge"]
+    assert [k for k, _ in kinds("Score: the wall fell in 1989.")] == ["meta", "meta"]
+    assert [k for k, _ in kinds("Examiner: the wall fell in 1989.")] == ["report", "report"]
 
 
 def test_a_column_of_single_words_is_no_sentence() -> None:

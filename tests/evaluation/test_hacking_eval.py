@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rubricate.core.words import content_words
-from rubricate.evaluation import hacking
+from rubricate.evaluation import hacking, hacking_reading
 from rubricate.evaluation import hacking_families as hf
 from rubricate.evaluation.cli import register
 from rubricate.evaluation.hacking_blind import BLIND
@@ -147,3 +147,24 @@ def test_cli_end_to_end_on_the_fake_judge(tmp_path: Path) -> None:
     assert hedged["all"]["share_rose"] > 0.5
     assert "nuggets-long/hedged/tuning" in report["raised"]
     assert report["above_floor"] and report["failed"] == 0 and code == 1
+
+
+def test_the_reading_alone_reads_no_tuning_fact_as_a_claim_and_every_right_answer_as_one(
+    tmp_path: Path,
+) -> None:
+    """`eval hacking --reading`: the cues on every template and item, no judge. A regression
+    guard on the tuning templates (the held-out ones are measured, not required: see
+    docs/judge-quality.md); verbosity names no fact, so its count is the topic's words."""
+    out = tmp_path / "reading.json"
+    assert _run(["--reading", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    for family, cells in report["families"].items():
+        assert cells["tuning"]["n"] >= 80 and cells["held-out"]["n"] >= 80, family
+        if family != "verbosity":
+            assert cells["tuning"]["leaks"] == 0, family
+    right = report["right_answer_units"]
+    assert right["claims"] == right["units"] > 0
+    # the unprotected reading would leak: the measure can fail
+    assert hacking_reading.leaked_units(
+        "The capital city of Australia is Canberra.", ITEMS[0].subject
+    )

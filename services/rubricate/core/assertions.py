@@ -210,6 +210,10 @@ _COUNTERFACTUAL = re.compile(
 _MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>")
 """A markup tag (`<answer>`, `</review>`): the material's structure, not content."""
 # a checklist entry: a statement annotated with a verdict ("A: covered", "A — ✓")
+_CHECKBOX = re.compile(r"^(?:\[[xX✓✔ ]\]|[✓✔☑✅])\s*")
+"""A checklist item ticked or not ("[x] A", "✅ A"): an annotation of the text, not a claim."""
+# text struck through (markdown ~~A~~, <del>, <s>, <strike>): withdrawn, not claimed
+_STRUCK = re.compile(r"~~[^~]+~~|<(?:del|s|strike)>", re.I)
 _CHECKLIST = re.compile(
     r"(?:[:\-–—]|\(|\[)\s*(?:covered|addressed|included|mentioned|present|satisfied|met|yes|"
     r"done|ok|okay|correct|verified|confirmed|true|check(?:ed)?|[✓✔☑✅])\s*[)\].!;,]*$",
@@ -220,7 +224,7 @@ _ANNOTATED = r"(?:[:\-–—|]|\(|\[)\s*(?:{})\s*[)\].!;,|]*$"
 _ANNOTATED_FALSE = re.compile(
     _ANNOTATED.format(
         r"false|wrong|incorrect|untrue|a\s+myth|myth|debunked|refuted|disproved|fake|bogus|"
-        r"not\s+true|no|nope|[✗✘❌×]"
+        r"not\s+true|not|no|nope|[✗✘❌×]"
     ),
     re.I,
 )
@@ -234,6 +238,14 @@ _ANNOTATED_OPEN = re.compile(
 # a label whose word is a verdict on what follows it on its line ("False: A", "Unverified:
 # A", "Rumour: A"): the line is quoted under it with that kind
 _LABEL_KINDS: Final[tuple[tuple[UnitKind, re.Pattern[str]], ...]] = (
+    (
+        "meta",
+        re.compile(
+            r"^(?:score|grade|mark|rating|verdict|status|result|assessment|evaluation|"
+            r"confidence|accuracy|correctness|completeness|check|review|audit|qa)\s*:$",
+            re.I,
+        ),
+    ),
     (
         "negate",
         re.compile(
@@ -257,13 +269,19 @@ _LABEL_KINDS: Final[tuple[tuple[UnitKind, re.Pattern[str]], ...]] = (
         "report",
         re.compile(
             r"^(?:(?:alleged(?:ly)?|claimed?|claims|rumou?rs?|hearsay|quote|quoted|they\s+say|"
-            r"some\s+say|others\s+say)|(?:\w+\s+)?(?:claims?|says?|said|wrote|writes))\s*:$",
+            r"some\s+say|others\s+say)|(?:\w+\s+)?(?:claims?|says?|said|wrote|writes)"
+            # a speaker in a dialogue reports what that speaker says
+            r"|(?:the\s+)?(?:teacher|tutor|examiner|instructor|professor|expert|grader|marker|"
+            r"reviewer|student|user|assistant|narrator|moderator|host|interviewer|interviewee|"
+            r"speaker\s*\d*|person\s*[ab12]))\s*:$",
             re.I,
         ),
     ),
 )
 # structured data ({"verdict": "correct"}, key: value pairs in quotes): not a sentence
-_DATA = re.compile(r"[{\[]\s*[\"'][^\"']{1,40}[\"']\s*:|[\"'][^\"']{1,40}[\"']\s*:\s*[\"'{\[\d]")
+_DATA = re.compile(
+    r"\[\s*[\"'][^\"']+[\"']\s*,|[{\[]\s*[\"'][^\"']{1,40}[\"']\s*:|[\"'][^\"']{1,40}[\"']\s*:\s*[\"'{\[\d]"
+)
 _COMPLEMENT = re.compile(r"^(?:and|or|nor)\s+(?:\w+\s+){0,3}?(?:that|whether|if)\b", re.I)
 _SUPPOSE_OPENER = re.compile(
     r"^(?:if|suppose|supposing|assuming|imagine|hypothetically|unless|in\s+case|were|had)\b",
@@ -317,7 +335,7 @@ _HEDGE = _words(
     r"uncertain",
     r"unsure",
     r"unknown\s+(?:whether|if)",
-    r"not\s+(?:sure|certain|clear)",
+    r"not\s+(?:[\w%]+\s+){0,2}?(?:sure|certain|clear|confident|positive)",
     r"(?:cannot|can['’]?t|could\s*n['’]?t|could\s+not|am\s+unable\s+to|unable\s+to|"
     r"do\s*n['’]?t\s+know|do\s+not\s+know)\s+(?:confirm|verify|determine|say|tell|be\s+sure|"
     r"establish|know)",
@@ -334,6 +352,21 @@ _HEDGE = _words(
     r"to\s+be\s+(?:confirmed|determined|verified)",
     r"open\s+question",
     r"\(\s*\?\s*\)",
+    # declining to commit, or leaving it open
+    r"(?:hard|difficult|impossible)\s+to\s+(?:say|tell|know|be\s+sure)",
+    r"who\s+knows",
+    r"anyone['’]s\s+guess",
+    r"(?:un)?likely\s+that",
+    r"chances\s+are",
+    r"odds\s+are",
+    r"in\s+all\s+likelihood",
+    r"(?:one|another|a)\s+possibility",
+    r"depending\s+on\s+(?:who|whom)",
+    r"(?:vaguely|half[- ]?)\s*(?:remember|recall)",
+    r"seems?\s+to\s+(?:recall|remember)",
+    r"if\s+(?:memory|I\s+recall|I\s+remember)",
+    r"(?:do\s*n['’]?t|do\s+not)\s+quote\s+me",
+    r"grain\s+of\s+salt",
 )
 _NEGATE = _words(r"not", r"no", r"never", r"none", r"neither", r"nor", r"nobody", r"nothing")
 _NEGATE_CONTRACTED = re.compile(
@@ -357,7 +390,10 @@ _REPORT = re.compile(
     r"\b(?:allegedly|reportedly|purportedly|supposedly|rumou?red|ostensibly)\b"
     r"|\b(?:some|many|critics|people|sources|others|they|rumou?rs?)\s+(?:\w+\s+)?"
     r"(?:claim|claimed|claims|say|said|believe|believed|allege|alleged|suggest|suggested)\b"
-    r"|\bit\s+(?:is|was|has\s+been)\s+(?:said|claimed|rumou?red|alleged|believed)\b",
+    r"|\bit\s+(?:is|was|has\s+been)\s+(?:said|claimed|rumou?red|alleged|believed)\b"
+    r"|\b(?:rumou?r|legend|word|hearsay)\s+has\s+it\b|\bor\s+so\s+(?:I|we|they|people|it)\b"
+    r"|\b(?:per|according\s+to)\s+the\s+(?:reference|key|rubric|marking|model\s+answer|"
+    r"answer\s+key|solution\s+key)\b",
     re.I,
 )
 # a predicate that denies or disputes the proposition it embeds ("I deny that A", "there is no
@@ -405,7 +441,10 @@ _EXEMPLIFIES = re.compile(
 )
 # function words: a unit with none of them is a list of terms, not a sentence
 _FUNCTION_WORDS: Final = STOP_WORDS - {"no", "not"}
-_LIST_ITEM = re.compile(r"\s*[,;]\s+|\s*[/|•·]\s*")
+_LIST_ITEM = re.compile(
+    # a comma with no space separates items too, except inside a number (8,849)
+    r"\s*[,;]\s+|(?<!\d)[,;](?=\S)|[,;](?=[^\d\s])|\s*[/|•·]\s*|\s+(?:[+→>»]|->)\s+"
+)
 
 # The text referring to itself (its sentences, points or sections, by deixis) or to its
 # grading: metadiscourse, not content.
@@ -443,6 +482,14 @@ _GRADING = _words(
     r"(?:full|partial|no)\s+credit",
     r"credit\s+(?:answers?|responses?|replies)",
     r"(?:accepted|acceptable|canonical|approved)\s+(?:answers?|responses?|solutions?)",
+    r"ground[- ]truth",
+    r"gold(?:en)?\s+(?:standard|labels?|references?)",
+    r"(?:cheat|crib)\s+sheets?",
+    r"mark(?:ing)?\s+(?:guides?|notes|schemes?)",
+    r"(?:expected|target|reference|desired)\s+outputs?",
+    r"success\s+criteria",
+    r"quality\s+(?:assurance|control|check)",
+    r"QA",
     # those who judge a text (its sources' verdicts on it)
     r"reviewers?",
     r"editors?(?:['’]s)?",
@@ -523,6 +570,8 @@ def cue_kind(
     """(kind, cue) where a closed-class cue decides what `text` does, else None (the judge
     model decides: content or meta). `process` material is read for meta only; `topic`: the
     content words of the question (an announced step that shares none is an opener)."""
+    if reading == "claims" and _STRUCK.search(text):
+        return "negate", "struck through"
     stripped = _MARKUP.sub(" ", text).strip()
     if stripped.count("|") >= 2:  # a table row: its cells, separated
         stripped = " — ".join(c.strip() for c in stripped.strip("|").split("|") if c.strip())
@@ -532,7 +581,7 @@ def cue_kind(
     if reading == "claims" and _is_term_list(stripped, words):
         # a search query is a run of words: that is a claim's defect, not an action's
         return "meta", "a list of terms, not a sentence"
-    if _CHECKLIST.search(stripped):
+    if _CHECKLIST.search(stripped) or _CHECKBOX.match(stripped):
         return "meta", "a checklist verdict"
     if reading == "claims":
         if _DATA.search(stripped):

@@ -309,6 +309,13 @@ def _add_hacking(sub: Subparsers) -> None:
         "settings', RUBRICATE_TASK_UNIT_READING); off = the defence switched off",
     )
     hacking.add_argument(
+        "--reading",
+        action="store_true",
+        help="no judge: read every template on every item with the cues and report per "
+        "family and split how often a unit carrying a fact is read as the author's claim "
+        "(seconds, no model)",
+    )
+    hacking.add_argument(
         "--no-floor-check",
         action="store_true",
         help="skip scoring every master key alone on every judge",
@@ -316,7 +323,7 @@ def _add_hacking(sub: Subparsers) -> None:
     _seed(hacking, "seed of the instances drawn (the split does not depend on it)")
     _backend(hacking, "LLM backend (default: RUBRICATE_LLM_BACKEND)")
     _json(hacking, "write the report here")
-    hacking.set_defaults(func=_runs("rubricate.evaluation.hacking", "eval_hacking"))
+    hacking.set_defaults(func=_eval_hacking)
 
 
 # --- handlers that do more than run one coroutine ---------------------------------------------
@@ -328,6 +335,19 @@ def _eval_grounding(args: argparse.Namespace) -> int:
     if args.features is None:
         args.features = SHIPPED_FEATURES
     return eval_grounding(args)
+
+
+def _eval_hacking(args: argparse.Namespace) -> int:
+    if not args.reading:
+        return _runs("rubricate.evaluation.hacking", "eval_hacking")(args)
+    from rubricate.evaluation import harness
+    from rubricate.evaluation.hacking_items import ITEMS
+    from rubricate.evaluation.hacking_reading import format_reading, reading_report
+
+    report = reading_report(ITEMS[: args.items] if args.items else ITEMS, seed=args.seed)
+    print(format_reading(report))
+    harness.write_report(args.json_path, report)
+    return 0
 
 
 def _eval_injection(args: argparse.Namespace) -> int:
