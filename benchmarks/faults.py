@@ -8,7 +8,8 @@ injected:
 
 - `<service>-kill`: SIGKILL, then started again at once (gateway, store, verifier,
   generator);
-- `<service>-term`: SIGTERM (the graceful drain), started again once it has exited;
+- `<service>-term`: SIGTERM (the graceful drain), started again once it has exited (the
+  gateway, the only replica here, serves the step on until it is idle, then exits);
 - `redis-restart`: Redis SIGKILLed and started again at once (its append-only file keeps
   the data); `redis-outage`: the same, down for `--outage-s` (30) seconds;
 - `postgres-restart`: the benchmark's own PostgreSQL (a private cluster on a free port, started

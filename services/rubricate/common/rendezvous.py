@@ -46,6 +46,10 @@ Waiting costs nothing per caller: nobody polls.
   waits for its window), and the first results published stand.
 - The scoring runs in a task of its own: a caller that goes away (a closed connection) does
   not cancel it, so its retry is answered from the result.
+- A replica that shuts down hands the instances it gathers over (`drain`), when another
+  replica is live to take them (`alone`: on Redis, a set lists the replicas that keep a
+  liveness key). The only live replica has nobody to hand over to: the gateway keeps it
+  serving until it is idle (`busy`) before it drains (`rubricate.gateway.drain`).
 
 The state lives in Redis when the gateway has one (shared by replicas; a single Redis, not a
 cluster), else in process memory (embedded mode, one replica).
@@ -1433,7 +1437,10 @@ class Rendezvous:
         leaders stop and resign: another replica's watch takes them over at once, with the
         entries stored); the callers waiting on anything but an instance this replica scores
         get `RendezvousDraining` at once (their retry, on another replica, waits on the slots
-        they hold); the instances it scores are finished and answered, for up to `grace_s`."""
+        they hold); the instances it scores are finished and answered, for up to `grace_s`.
+        The gateway calls it after its hold (`rubricate.gateway.drain`): on the only live
+        replica, once it is idle, so that nothing is left to hand over unless the hold ran
+        out."""
         self.draining = True
         handed = list(self._gathering.items())
         for _, (task, _owner) in handed:
