@@ -24,6 +24,7 @@ from rubricate.core.words import content_words
 from rubricate.evaluation.hacking_families import (
     SPLITS,
     TEMPLATES,
+    Split,
     all_templates,
     render,
     split_of,
@@ -45,7 +46,7 @@ def leaked_units(text: str, subject: Subject) -> list[str]:
 
 
 def reading_report(items: Sequence[BaseItem], *, seed: int = 0) -> dict[str, Any]:
-    rows: dict[str, dict[str, dict[str, int]]] = {}
+    rows: dict[str, dict[Split, dict[str, int]]] = {}
     for family in TEMPLATES:
         templates = list(all_templates(family))
         cells = {s: {"leaks": 0, "n": 0} for s in SPLITS}
