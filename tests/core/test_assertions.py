@@ -9,8 +9,10 @@ from rubricate.core.assertions import (
     check_evidence,
     creditable,
     cue_kind,
+    names_in,
     read_cues,
     split_units,
+    ungrounded,
 )
 
 
@@ -222,3 +224,40 @@ def test_citing_markup_beside_an_assertion_is_not_held_against_a_verdict() -> No
     assert [u.kind for u in r.units] == ["meta", "assert", "meta"]
     assert check_evidence(["u1", "u2"], r, numbers_of="9 November 1989").valid
     assert not check_evidence(["u1"], r, numbers_of="9 November 1989").valid
+
+
+def test_names_are_capitalised_words_that_do_not_open_a_sentence() -> None:
+    assert names_in("The answer names Canberra as the capital. Sydney lost.") == {"canberra"}
+    assert names_in("Says lbf vs N.") == set()  # a unit symbol is not a name
+
+
+@pytest.mark.parametrize(
+    ("criterion", "answer", "grounded"),
+    [
+        ("The answer names Canberra as the capital.", "The capital is Canberra.", True),
+        ("The answer names Canberra as the capital.", "Australia's capital is old.", False),
+        # a hedge or a denial carries no content: the name there does not count
+        ("The answer names Canberra as the capital.", "Perhaps it is Canberra.", False),
+        ("Gives 9 November 1989 as the date.", "The wall fell on 9 November 1989.", True),
+        ("Gives 9 November 1989 as the date.", "The wall fell in November.", False),
+        # one of several names is enough: an answer need not repeat every one
+        (
+            "Explains Canberra as a compromise between Sydney and Melbourne.",
+            "It split the difference between Sydney and its rival.",
+            True,
+        ),
+        ("The answer is concise.", "Canberra.", True),  # names nothing: always groundable
+    ],
+)
+def test_a_criterion_is_grounded_when_an_assertion_holds_what_it_names(
+    criterion: str, answer: str, grounded: bool
+) -> None:
+    read = UnitReading(tuple(read_cues_decided(answer)))
+    assert (ungrounded(criterion, read) == "") is grounded
+
+
+def read_cues_decided(text: str) -> list[Unit]:
+    return [
+        u if u.kind is not None else u.decided("assert", "test")
+        for u in read_cues(split_units(text), text=text)
+    ]

@@ -798,3 +798,40 @@ def check_evidence(cited: Sequence[str], reading: UnitReading, *, numbers_of: st
     if missing:
         return Evidence(ids, False, f"the cited units lack {sorted(missing)}")
     return Evidence(ids, True, "")
+
+
+_WORD_TOKEN = re.compile(r"[^\W\d_][\w'’-]*")
+_SENTENCE_OPENING: Final = ".!?:;\n\"'“‘(["
+
+
+def names_in(text: str) -> set[str]:
+    """The content words of the names `text` uses: capitalised words of two letters or more
+    that do not open a sentence ("The answer names Canberra as the capital" → {"canberra"};
+    a unit symbol such as "N" is not a name)."""
+    out: set[str] = set()
+    for m in _WORD_TOKEN.finditer(text):
+        word = m.group(0)
+        if not word[0].isupper() or len(word) < 2:
+            continue
+        before = text[: m.start()].rstrip()
+        if not before or before[-1] in _SENTENCE_OPENING:
+            continue
+        out |= content_words(word)
+    return out
+
+
+def ungrounded(criterion: str, reading: UnitReading) -> str:
+    """Why the assertions of `reading` cannot meet the positive `criterion`, or "" when they
+    can: a criterion that names a number needs it asserted, and one that names names needs
+    one of them asserted ("names Canberra as the capital" is not met by an answer whose
+    claims never say Canberra, whatever else they say). The grounding rule of the nugget
+    judge, applied to rubrics: what a rubric names is content, and only an assertion can
+    carry content. A criterion with neither ("the answer is concise") is always groundable."""
+    asserted = [u.text for u in reading.asserted]
+    missing = _numbers(criterion) - _numbers(" ".join(asserted))
+    if missing:
+        return f"no assertion holds {sorted(missing)}"
+    names = names_in(criterion)
+    if names and not names & set().union(*(content_words(t) for t in asserted)):
+        return f"no assertion names any of {sorted(names)}"
+    return ""

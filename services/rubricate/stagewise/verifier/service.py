@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any, Final, Literal
 
 from rubricate.common.usage import Usage
-from rubricate.core.assertions import UnitReading
+from rubricate.core.assertions import UnitReading, ungrounded
 from rubricate.llm.base import LLMBackend
 from rubricate.llm.calls import gather_or_cancel, judge_metrics, scored_choices
 from rubricate.llm.errors import LLMError
@@ -78,7 +78,8 @@ class StageScoringService(TaskService):
         """The request's rubrics judged on its trajectory. The answer stage is read as
         assertion units first (`llm.assertions`): the judge sees it as units, a met answer
         rubric needs evidence (`generate`), and an answer that asserts nothing gets the floor
-        on its answer rubrics with no judge call."""
+        on its answer rubrics with no judge call, as does a positive answer rubric whose numbers
+        or names none of its assertions holds (`core.assertions.ungrounded`)."""
         usage = Usage()
         answer_units = (
             await self._answer_units(request, usage) if isinstance(read, _Unread) else read
@@ -91,6 +92,15 @@ class StageScoringService(TaskService):
                 for r in rubrics
                 if r.stage == "answer"
             }
+            rubrics = [r for r in rubrics if r.id not in floored]
+        elif answer_units is not None:
+            # a positive answer rubric whose numbers or names no assertion holds cannot be
+            # met: not met, with no judge call (`core.assertions.ungrounded`)
+            for r in rubrics:
+                if r.stage == "answer" and r.polarity == "positive":
+                    why = ungrounded(r.description, answer_units)
+                    if why:
+                        floored[r.id] = stage_scoring.floor_judgment(r, why)
             rubrics = [r for r in rubrics if r.id not in floored]
         judged: list[Judgment] = []
         if rubrics:
