@@ -26,6 +26,10 @@ B or whether C") or a denial ("it is not true that A"), and for content-free ope
    withheld from every judge; the other kinds are shown as what they are, without their
    content; markup and punctuation are not shown at all (`is_structure`).
 
+4. `ungrounded` checks a positive criterion against the assertions before any judge is
+   asked: the numbers it names must be asserted, and one of the names it uses (when it uses
+   any); `check_evidence` checks what a verdict cites.
+
 Two readings: `claims` for answers (stagewise answer stages, nugget blocks), where every
 kind applies; `process` for plans, actions, reflections and candidates, where questions,
 suppositions, intentions and hedges are legitimate parts of the work and only `meta` units
