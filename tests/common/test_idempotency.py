@@ -319,14 +319,71 @@ def store_errors(op: str) -> float:
 
 
 async def test_a_store_failing_on_claim_is_a_clean_503() -> None:
+    """A store that stays unreachable past the hold (`outage_s`): a 503 with Retry-After,
+    after the claim was tried again through the hold (0.1 s doubling)."""
     before = store_errors("claim")
-    async with make_app_client(FlakyStore({"claim"}), Counter()) as c:
+    began = time.monotonic()
+    async with make_app_client(FlakyStore({"claim"}), Counter(), outage_s=0.5) as c:
         r = await c.post("/v1/apply", json={"n": 1}, headers=key())
     assert r.status_code == 503
+    assert time.monotonic() - began >= 0.3
     assert r.headers["retry-after"]
     assert r.json()["error"]["type"] == "idempotency_unavailable"
     assert "Error 111" not in r.json()["error"]["message"]
-    assert store_errors("claim") == before + 1
+    assert store_errors("claim") >= before + 3
+
+
+async def test_a_keyed_request_sent_while_redis_is_down_waits_for_it() -> None:
+    """Issue 33: Redis is down when a keyed request arrives and back 1.5 s later. The claim
+    is held through the outage and the request runs once Redis answers (before: a 503 at
+    once, and the SDK's retries, 2 s apart, ran out within a 30 s outage; the sample never
+    joined its group, which was scored partial 600 s later)."""
+    counter = Counter()
+    with TempRedis() as server:
+        store = RedisIdempotencyStore(server.url, timeout_s=1.0)
+        try:
+            async with make_app_client(store, counter, lease_s=5.0) as c:
+                warm = await c.post("/v1/apply", json={"n": 1}, headers=key())  # a pooled
+                assert warm.status_code == 200  # connection the restart leaves stale
+                await asyncio.to_thread(server.kill)
+                h = key()
+                held = asyncio.create_task(c.post("/v1/apply", json={"n": 10}, headers=h))
+                await asyncio.sleep(1.5)
+                assert not held.done()
+                await asyncio.to_thread(server.start)
+                r = await asyncio.wait_for(held, 15)
+                assert r.status_code == 200, r.text
+                assert r.json() == {"n": 10, "run": 2}
+                again = await c.post("/v1/apply", json={"n": 10}, headers=h)
+                assert again.headers["idempotent-replayed"] == "true"
+                assert counter.runs == 2
+        finally:
+            await store.aclose()
+
+
+class LostAnswerStore(MemoryIdempotencyStore):
+    """The first claim is applied, then its answer is lost (the connection dropped)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost = False
+
+    async def claim(self, key: str, marker: str, *, lease_s: float) -> str | None:
+        out = await super().claim(key, marker, lease_s=lease_s)
+        if not self.lost and not key.startswith("live:"):
+            self.lost = True
+            raise redis.ConnectionError("Connection closed by server.")
+        return out
+
+
+async def test_a_claim_whose_answer_was_lost_runs_the_request() -> None:
+    """The claim tried again after its answer was lost finds its own pending marker: the
+    request holds the key and runs (not a wait on itself until a 409)."""
+    counter = Counter()
+    async with make_app_client(LostAnswerStore(), counter, wait_s=3.0) as c:
+        r = await asyncio.wait_for(c.post("/v1/apply", json={"n": 11}, headers=key()), 2.5)
+    assert r.status_code == 200, r.text
+    assert counter.runs == 1
 
 
 async def test_a_store_failing_after_the_response_never_escapes(

@@ -18,10 +18,15 @@ expires after `wait_s`. A 5xx, 409 or 429 is not kept: the key is released and t
 runs anew.
 
 Keys live in Redis when the gateway has one (shared by replicas), else in process memory.
-Every store call is guarded: an unreachable store before the request runs is a 503
-`idempotency_unavailable` with Retry-After (exactly-once cannot be promised); a failure after
-the response was sent (keeping or releasing the result) is logged and counted in
-`rubricate_idempotency_store_errors_total` and never reaches the connection.
+Every store call is guarded. A store call before the request runs (the claim, a read of a
+pending key) is tried again through an outage (0.1 s doubling to 1 s) for `outage_s` (twice
+the lease, as the group rendezvous does): a Redis restart or an outage of seconds delays the
+request instead of failing it (issue 33: a keyed request refused at once spent the SDK's
+retries within a 30 s outage, and its group, one sample short, was scored partial 600 s
+later). Only past `outage_s` is it a 503 `idempotency_unavailable` with Retry-After
+(exactly-once cannot be promised). A failure after the response was sent (keeping or
+releasing the result) is logged and counted in `rubricate_idempotency_store_errors_total` and
+never reaches the connection.
 
 A result the store could not keep (Redis away or restarted while the request ran) is never
 released instead (its key would run again): it is written twice at once (a restarted Redis
@@ -39,7 +44,7 @@ import logging
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -59,6 +64,9 @@ MAX_KEY_CHARS: Final = 255
 DEFAULT_LEASE_S: Final = 30.0
 SETTLE_RETRY_S: Final = 1.0
 """How often a result the store could not keep is written again while it is away."""
+HOLD_FIRST_S: Final = 0.1
+HOLD_MAX_S: Final = 1.0
+"""Pauses between the tries of a store call held through an outage (doubling)."""
 _PENDING: Final = "pending"
 _REPLAY_HEADER: Final = (b"idempotent-replayed", b"true")
 _KEPT_HEADERS: Final = frozenset({b"content-type", b"retry-after"})
@@ -251,6 +259,26 @@ async def _guarded(op: str, call: Awaitable[T]) -> T:
         raise StoreUnavailableError(f"{op}: {type(exc).__name__}: {exc}") from exc
 
 
+async def _held(op: str, call: Callable[[], Awaitable[T]], *, for_s: float) -> T:
+    """`call()`, tried again through a store outage until `for_s` seconds after its first
+    failure (0.1 s doubling to 1 s between tries); then StoreUnavailableError. Each failed
+    try is counted. A restarted Redis fails the first command on each pooled connection, so a
+    try or two after it answers again are expected."""
+    pause, give_up_at = HOLD_FIRST_S, None
+    while True:
+        try:
+            return await _guarded(op, call())
+        except StoreUnavailableError as exc:
+            now = time.monotonic()
+            if give_up_at is None:
+                give_up_at = now + for_s
+                log.warning("idempotency.store_unreachable %s: held for %.0fs", exc, for_s)
+            if now + pause > give_up_at:
+                raise
+            await asyncio.sleep(pause)
+            pause = min(2 * pause, HOLD_MAX_S)
+
+
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
@@ -297,9 +325,12 @@ class IdempotencyMiddleware:
         poll_s: float = 0.1,
         lease_s: float = DEFAULT_LEASE_S,
         retry_after_s: int = 2,
+        outage_s: float | None = None,
     ) -> None:
         if ttl_s <= 0 or wait_s < 0 or lease_s <= 0:
             raise ValueError("ttl_s and lease_s must be positive and wait_s non-negative")
+        if outage_s is not None and outage_s < 0:
+            raise ValueError("outage_s must be non-negative")
         self.app = app
         self.store = store
         self.ttl_s = ttl_s
@@ -307,6 +338,9 @@ class IdempotencyMiddleware:
         self.poll_s = poll_s
         self.lease_s = lease_s
         self.retry_after_s = retry_after_s
+        self.outage_s = 2 * lease_s if outage_s is None else outage_s
+        """How long a store call before the request runs is tried again through an outage
+        before the request gets a 503 (0: at once)."""
         self.pending_ttl_s = max(lease_s, wait_s)
         """A pending key lives this long (renewed near its end while its request runs): one
         nobody settles (a lost write) frees after it."""
@@ -373,7 +407,7 @@ class IdempotencyMiddleware:
         if await self._replayed_unsettled(send, key, same, scope, receive):
             return
         marker = pending_marker(fingerprint, f"{self.replica}.{uuid.uuid4().hex}")
-        existing = await _guarded("claim", self._claim(key, marker))
+        existing = await self._claim_held(key, marker)
         deadline = time.monotonic() + self.wait_s
         owner_checked = 0.0
         while existing is not None:
@@ -386,8 +420,8 @@ class IdempotencyMiddleware:
                     owner_checked = time.monotonic()
                     if not await self._alive(owner_replica(pending[1])):  # its replica died
                         log.warning("idempotency.takeover key=%s", key[:12])
-                        await _guarded("release", self.store.release(key, existing))
-                        existing = await _guarded("claim", self._claim(key, marker))
+                        await self._release_held(key, existing)
+                        existing = await self._claim_held(key, marker)
                         continue
                 if time.monotonic() >= deadline:
                     await self._error(
@@ -401,16 +435,16 @@ class IdempotencyMiddleware:
                     )
                     return
                 await asyncio.sleep(self.poll_s)
-                existing = await _guarded("get", self.store.get(key))
+                existing = await _held("get", lambda: self.store.get(key), for_s=self.outage_s)
                 if existing is None:  # released after a failure, or expired
-                    existing = await _guarded("claim", self._claim(key, marker))
+                    existing = await self._claim_held(key, marker)
                 continue
             try:
                 stored = Stored.loads(existing)
             except (ValueError, KeyError, TypeError):
                 log.warning("idempotency.corrupt_entry key=%s", key[:12])
-                await _guarded("release", self.store.release(key, existing))
-                existing = await _guarded("claim", self._claim(key, marker))
+                await self._release_held(key, existing)
+                existing = await self._claim_held(key, marker)
                 continue
             if stored.fingerprint not in same:
                 await self._reused(scope, receive, send)
@@ -454,10 +488,20 @@ class IdempotencyMiddleware:
     def _claim(self, key: str, marker: str) -> Awaitable[str | None]:
         return self.store.claim(key, marker, lease_s=self.pending_ttl_s)
 
+    async def _claim_held(self, key: str, marker: str) -> str | None:
+        """The claim, held through an outage. A claim tried again after its answer was lost
+        (the SET ran, the connection dropped) finds its own marker: it holds the key."""
+        existing = await _held("claim", lambda: self._claim(key, marker), for_s=self.outage_s)
+        return None if existing == marker else existing
+
+    async def _release_held(self, key: str, marker: str) -> None:
+        await _held("release", lambda: self.store.release(key, marker), for_s=self.outage_s)
+
     async def _alive(self, replica: str) -> bool:
         if replica == self.replica:
             return True
-        return await _guarded("get", self.store.get(liveness_key(replica))) is not None
+        live = liveness_key(replica)
+        return await _held("get", lambda: self.store.get(live), for_s=self.outage_s) is not None
 
     async def _keep_alive_once(self) -> None:
         """Renew this replica's liveness lease (claim it anew when it lapsed); a failure is
