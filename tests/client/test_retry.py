@@ -157,3 +157,60 @@ def test_a_post_keeps_one_idempotency_key_across_its_retries() -> None:
     ):
         plain.stagewise_advantages(BODY)
     assert "idempotency-key" not in server.received[0].headers
+
+
+# --- issue 33: the trainer adapters ride out an outage of the platform
+
+
+def test_retry_for_s_retries_past_max_retries_while_time_is_left() -> None:
+    """A retryable failure is tried again after `max_retries` while `retry_for_s` has not
+    passed since the first attempt; without it the call gives up after `max_retries`."""
+    down = [Reply(503, error_body("idempotency_unavailable", "redis"), {"Retry-After": "0"})] * 5
+    policy = RetryPolicy(max_retries=1, backoff_base_s=0.01, retry_for_s=10.0)
+    with (
+        ScriptedServer([*down, Reply(200, ADVANTAGES_OK)]).running() as server,
+        Client(server.url, retry=policy) as client,
+    ):
+        assert client.stagewise_advantages(BODY).advantages == [[0.0, 0.0, 0.0, 0.0]]
+    assert len(server.received) == 6
+    with (
+        ScriptedServer([*down, Reply(200, ADVANTAGES_OK)]).running() as server,
+        Client(server.url, retry=RetryPolicy(max_retries=1, backoff_base_s=0.01)) as client,
+        pytest.raises(APIError),
+    ):
+        client.stagewise_advantages(BODY)
+    assert len(server.received) == 2
+
+
+def test_retry_for_s_gives_up_when_the_wait_would_end_past_it() -> None:
+    script = [Reply(503, error_body("x", "down"), {"Retry-After": "2"})] * 3
+    policy = RetryPolicy(max_retries=0, retry_for_s=1.0)
+    started = time.monotonic()
+    with (
+        ScriptedServer(script).running() as server,
+        Client(server.url, retry=policy) as client,
+        pytest.raises(APIError),
+    ):
+        client.stagewise_advantages(BODY)
+    assert len(server.received) == 1 and time.monotonic() - started < 1.0
+    assert not policy.next_delay(0, APIError(status=422, error=None), elapsed_s=0.0)
+
+
+def test_the_trainer_adapters_policy_outlasts_a_thirty_second_outage() -> None:
+    """Issue 33: the gateway answered 503 (Retry-After 2) through a 30 s Redis outage, and
+    the SDK's 3 retries ran out after 6 s. The adapters' clients retry for 5 minutes."""
+    from rubricate_client.retry import TRAINER_RETRY
+    from rubricate_client.trainers import AdapterSettings, sync_client
+
+    assert sync_client(AdapterSettings(url="http://127.0.0.1:9")).config.retry is TRAINER_RETRY
+    for exc in (
+        APIError(status=503, error=None, retry_after=2.0),
+        APIError(status=503, error=None),  # no Retry-After: the backoff, 5 s at most
+        TransportError("refused", timeout=False),
+    ):
+        waited, retry = 0.0, 0
+        while (wait := TRAINER_RETRY.next_delay(retry, exc, elapsed_s=waited)) is not None:
+            waited, retry = waited + wait, retry + 1
+            if waited > 60:
+                break
+        assert waited > 60, (exc, waited, retry)

@@ -15,6 +15,7 @@ from typing import Any
 
 from rubricate_client.errors import APIError, TransportError
 from rubricate_client.http import DEFAULT_URL, AsyncClient, Client
+from rubricate_client.retry import TRAINER_RETRY
 from rubricate_client.schemas.rewards import GetRewardRequest, GetRewardResponse, RewardLabel
 
 GROUP_KEYS = ("group_size", "group_key", "step")
@@ -97,6 +98,7 @@ def sync_client(settings: AdapterSettings) -> Client:
                 timeout_s=settings.timeout_s,
                 tenant=settings.tenant,
                 api_key=settings.api_key,
+                retry=TRAINER_RETRY,
             )
             _sync_clients[settings] = client
         return client
@@ -112,6 +114,7 @@ def async_client(settings: AdapterSettings) -> AsyncClient:
             timeout_s=settings.timeout_s,
             tenant=settings.tenant,
             api_key=settings.api_key,
+            retry=TRAINER_RETRY,
         )
         per_loop[settings] = client
     return client
