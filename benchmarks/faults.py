@@ -126,8 +126,7 @@ async def inject(fault: str, plat: rs.Platform, args: argparse.Namespace) -> str
             spec["slowdown"] = 10.0
         else:
             spec["status"] = int(fault.removeprefix("judge-"))
-        async with httpx.AsyncClient() as client:
-            (await client.post(f"{plat.sim_url}/sim/fault", json=spec)).raise_for_status()
+        await post_fault(plat.sim_url, spec)
         return f"judge {json.dumps(spec)}"
     if fault == "gateway-lost":
         _signal(plat.procs["gateway-2"], signal.SIGKILL)
@@ -140,6 +139,23 @@ async def inject(fault: str, plat: rs.Platform, args: argparse.Namespace) -> str
             steps.append(f"{name} {took:.1f} s")
         return "rolling SIGTERM + restart, each ready before the next: " + ", ".join(steps)
     raise SystemExit(f"unknown fault {fault!r}")
+
+
+async def post_fault(sim_url: str, spec: dict[str, Any], *, tries: int = 10) -> None:
+    """Tell the judge simulator to misbehave. On a loaded machine its accept queue can be
+    full (the step's own calls): a connect timeout or a dropped connection is tried again,
+    1 s apart, with a timeout per try (before: httpx's 5 s default and no retry crashed the
+    matrix at 4,096 rollouts)."""
+    timeout = httpx.Timeout(30.0, connect=10.0)
+    async with httpx.AsyncClient(timeout=timeout) as client:
+        for attempt in range(tries):
+            try:
+                (await client.post(f"{sim_url}/sim/fault", json=spec)).raise_for_status()
+                return
+            except httpx.TransportError:
+                if attempt == tries - 1:
+                    raise
+                await asyncio.sleep(1.0)
 
 
 async def heal(plat: rs.Platform, args: argparse.Namespace) -> None:
@@ -248,6 +264,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pause", type=float, default=2.0)
     parser.add_argument("--source", default=None)
     parser.add_argument("--keep-logs", action="store_true")
+    parser.add_argument(
+        "--sdk-retry-for-s",
+        type=float,
+        default=rs.SDK_RETRY_FOR_S,
+        help="the SDK patterns' retry window beyond 3 retries (0: 3 retries only, the SDK "
+        "before issue 33's fix)",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     # what rl_step's platform and measurements read
@@ -259,6 +282,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.client = "lean"
     args.settle_s = 0.0
     args.verl_window = 10.0
+    rs.SDK_RETRY_FOR_S = args.sdk_retry_for_s
     args.trl_ranks = 8
     if args.source:
         args.source = str(Path(args.source).resolve())

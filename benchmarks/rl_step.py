@@ -17,7 +17,9 @@ trajectories; `/get_reward` labels carry `question`, `group_size` and `step`) in
   credentials, as its URL mode carries it; no Idempotency-Key);
 - `verl`: one request per sample, posted as the rollouts finish (uniformly spread over
   `--verl-window` seconds), the SDK's label (`group_key` = the prompt's uid), Idempotency-Key
-  and retry policy (3 retries, Retry-After honoured);
+  and the trainer adapters' retry policy (`rubricate_client.retry.TRAINER_RETRY`: 3 retries
+  at least, and any retryable failure retried for 300 s from the first attempt, Retry-After
+  honoured; `SDK_RETRY_FOR_S` = 0 gives the policy before issue 33's fix, 3 retries only);
 - `trl`: `--trl-ranks` requests, each rank's contiguous slice of the step, at once;
 - `group`: one request per group (its 16 samples), all at once;
 - `replicas`: as `openrlhf`, through the balancer in front of two gateway replicas, so every
@@ -82,6 +84,11 @@ from typing import Any
 import httpx
 
 from rl_client import LeanClient
+from rubricate_client.retry import TRAINER_RETRY
+
+SDK_RETRY_FOR_S = TRAINER_RETRY.retry_for_s
+"""How long `sdk_post` retries a retryable failure from its first attempt, beyond its 3
+retries (the trainer adapters' policy; 0: 3 retries only, the SDK before issue 33's fix)."""
 
 HERE = Path(__file__).resolve().parent
 PATTERNS = ("group", "openrlhf", "verl", "trl", "replicas")
@@ -763,19 +770,26 @@ async def sdk_post(
     *,
     with_prompt: bool,
 ) -> None:
-    """The SDK's policy: an Idempotency-Key kept across tries, 3 retries on 429/5xx/transport
-    errors with Retry-After honoured (else 0.5 s x 2^n with jitter), 900 s timeout."""
+    """The trainer adapters' policy (`TRAINER_RETRY`): an Idempotency-Key kept across tries,
+    429/5xx/transport errors retried 3 times and then on until `SDK_RETRY_FOR_S` after the
+    first attempt, Retry-After honoured (else 0.5 s x 2^n with jitter, at most 5 s), 900 s
+    timeout."""
     body = _body(samples, labels, with_prompt=with_prompt)
     headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": uuid.uuid4().hex}
-    for attempt in range(4):
+    began, attempt = time.monotonic(), 0
+    while True:
         status, data, retry_after = await client.post(url, body, headers, 900.0)
         tally.attempts[status] += 1
         _record(tally, samples, status, data if status == "200" else None)
         retryable = not status.isdigit() or status == "429" or status.startswith("5")
-        if status == "200" or not retryable or attempt == 3:
+        if status == "200" or not retryable:
             return
-        delay = retry_after if retry_after is not None else 0.5 * 2**attempt
-        await asyncio.sleep(min(delay, 300.0) * (1.0 if retry_after else random.uniform(0.5, 1)))
+        backoff = min(TRAINER_RETRY.backoff_max_s, 0.5 * 2**attempt) * random.uniform(0.5, 1)
+        delay = min(retry_after, 300.0) if retry_after is not None else backoff
+        if attempt >= 3 and time.monotonic() - began + delay >= SDK_RETRY_FOR_S:
+            return
+        await asyncio.sleep(delay)
+        attempt += 1
 
 
 async def run_pattern(
