@@ -326,3 +326,4 @@ def floor_judgment(rubric: Rubric, why: str) -> Judgment:
 
 
 NO_ASSERTION: Final = "the answer asserts nothing (every unit is withheld or not a claim)"
+WITHHELD: Final = "the stage is withheld: it contains text aimed at the grader"

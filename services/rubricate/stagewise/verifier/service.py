@@ -84,10 +84,22 @@ class StageScoringService(TaskService):
         answer_units = (
             await self._answer_units(request, usage) if isinstance(read, _Unread) else read
         )
-        floored: dict[str, Judgment] = {}
-        rubrics = request.rubrics
+        # a stage withheld for addressing the grader meets no positive rubric and fully shows
+        # every negative one, as its prompt notice says: decided here, not asked of a judge
+        # (whose p(yes) for a withheld stage is small but not 0)
+        withheld = {
+            stage
+            for stage, text in request.stages.items()
+            if text is not None and manipulation_markers(text)
+        }
+        floored: dict[str, Judgment] = {
+            r.id: stage_scoring.floor_judgment(r, stage_scoring.WITHHELD)
+            for r in request.rubrics
+            if r.stage in withheld
+        }
+        rubrics = [r for r in request.rubrics if r.id not in floored]
         if answer_units is not None and not answer_units.has_assertion:
-            floored = {
+            floored |= {
                 r.id: stage_scoring.floor_judgment(r, stage_scoring.NO_ASSERTION)
                 for r in rubrics
                 if r.stage == "answer"
