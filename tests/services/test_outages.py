@@ -208,12 +208,17 @@ async def test_model_server_killed_mid_request_and_restarted(tmp_path: Path) -> 
 
 
 async def test_redis_restarted_under_keyed_load(
-    tmp_path: Path, pg: TempPostgres, redis_server: TempRedis
+    tmp_path: Path,
+    pg: TempPostgres,
+    redis_server: TempRedis,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Issue 17: trainers keep sending requests with Idempotency-Keys while Redis is killed
     and restarted. Every answer is a 2xx or a 503 with Retry-After in the error shape (never
     a reset connection or a 500); a trainer retrying on 503 with the same key ends with one
-    result; after the lease no key is left pending."""
+    result; after the lease no key is left pending. Since issue 33 the middleware holds a
+    keyed request through a short outage instead of answering 503 at once, so the outage is
+    seen in its log (`idempotency.store_unreachable`), not necessarily in a status."""
     import redis as sync_redis
 
     lease_s = 2.0
@@ -271,7 +276,10 @@ async def test_redis_restarted_under_keyed_load(
 
         assert not broken, broken[:5]
         assert statuses and set(statuses) <= {200, 503}, sorted(set(statuses))
-        assert 503 in statuses, "the outage was not seen: the test is broken"
+        unreachable = [
+            r for r in caplog.records if "idempotency.store_unreachable" in r.getMessage()
+        ]
+        assert unreachable or 503 in statuses, "the outage was not seen: the test is broken"
         assert finished and set(finished.values()) == {200}
 
         await asyncio.sleep(lease_s + 0.5)
