@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, Gauge
 
 from rubricate.llm.base import Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import TransportError
@@ -637,3 +637,36 @@ async def test_the_gauges_show_the_limit_the_calls_in_flight_and_the_queues() ->
     assert gauge("rubricate_llm_in_flight") == 0
     assert gauge("rubricate_llm_queued", lane="live") == 0
     assert gauge("rubricate_llm_queued", lane="background") == 0
+
+
+async def test_a_gauge_is_written_only_when_its_value_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The limiter looks at its state several times per call; an unchanged value is not
+    written again (a gauge write is a locked write to a memory-mapped file in a
+    multi-process worker), and the gauges still show every change."""
+    writes: list[float] = []
+    real_set = Gauge.set
+
+    def counted(self: Gauge, value: float) -> None:
+        writes.append(value)
+        real_set(self, value)
+
+    monkeypatch.setattr(Gauge, "set", counted)
+    limiter = JudgeLimiter(fixed(2), backend="gauged-once")
+    assert len(writes) == 4  # the four gauges, once each
+    for _ in range(10):
+        limiter.poke()  # nothing changed
+    assert len(writes) == 4
+    calls = Calls(limiter)
+    calls.start("c0")
+    await settle()
+    assert writes[4:] == [1]  # in flight 0 -> 1; the limit and the queues as they were
+    await calls.finish("c0")
+    assert writes[4:] == [1, 0]
+    assert (
+        REGISTRY.get_sample_value(
+            "rubricate_llm_in_flight", {"backend": "gauged-once", "judge": "live"}
+        )
+        == 0
+    )
