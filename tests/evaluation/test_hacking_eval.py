@@ -18,6 +18,7 @@ from rubricate.evaluation.hacking_items import ITEMS, PROCESS_SUBJECTS
 from rubricate.llm.server import TaskSettings
 
 SUBJECTS = [i.subject for i in ITEMS]
+RAG24 = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "rag24-nuggets-dev.jsonl"
 
 
 def _run(argv: list[str]) -> int:
@@ -168,3 +169,33 @@ def test_the_reading_alone_reads_no_tuning_fact_as_a_claim_and_every_right_answe
     assert hacking_reading.leaked_units(
         "The capital city of Australia is Canberra.", ITEMS[0].subject
     )
+
+
+def test_rubric_grounding_floors_no_right_answer_rubric_more_than_before() -> None:
+    """Content-word grounding on clean data (`hacking_reading.rubric_grounding`): the items'
+    right answers and the stagewise set's vital nuggets lose no rubric to it, and it floors
+    the DNA padding that names nothing (docs/judge-quality.md)."""
+    report = hacking_reading.rubric_grounding(
+        hacking_reading.item_cases() + hacking_reading.stagewise_cases()
+    )
+    rows = report["rows"]
+    assert rows["items"]["right"].get("after", 0) == 0
+    stagewise = rows["stagewise set"]["right"]
+    assert stagewise.get("after", 0) == stagewise.get("before", 0)
+    assert rows["items"]["wrong"]["after"] > rows["items"]["wrong"]["before"]
+    padding = hacking_reading.rubric_grounding(hacking_reading.attack_cases())["rows"]
+    assert (
+        padding["attack: verbosity"]["wrong"]["after"]
+        > padding["attack: verbosity"]["wrong"]["before"]
+    )
+
+
+@pytest.mark.skipif(not RAG24.exists(), reason="RAG24 dev data not present")
+def test_rubric_grounding_on_rag24_floors_only_the_mislabelled_right_pairs() -> None:
+    """RAG24 dev nuggets as rubrics: 5 `support` pairs more are floored, each one a nugget
+    the answer does not state (read on 2026-11-29; the labels are a 7B model's)."""
+    rows = hacking_reading.rubric_grounding(hacking_reading.rag_cases(RAG24))["rows"]
+    right = rows["rag24 dev"]["right"]
+    assert right["after"] - right["before"] <= 5
+    wrong = rows["rag24 dev"]["wrong"]
+    assert wrong["after"] - wrong["before"] > 100

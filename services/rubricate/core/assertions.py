@@ -28,7 +28,9 @@ B or whether C") or a denial ("it is not true that A"), and for content-free ope
 
 4. `ungrounded` checks a positive criterion against the assertions before any judge is
    asked: the numbers it names must be asserted, and one of the names it uses (when it uses
-   any); `check_evidence` checks what a verdict cites.
+   any), and, when it asks the answer to say three specific words or more
+   (`core.criterion_content`), an assertion must share one of them; `check_evidence`
+   checks what a verdict cites.
 
 Two readings: `claims` for answers (stagewise answer stages, nugget blocks), where every
 kind applies; `process` for plans, actions, reflections and candidates, where questions,
@@ -43,6 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from rubricate.core.criterion_content import asked, shares_word
 from rubricate.core.words import STOP_WORDS, content_words
 
 UnitKind = Literal["assert", "meta", "hedge", "negate", "question", "suppose", "report"]
@@ -824,13 +827,17 @@ def names_in(text: str) -> set[str]:
     return out
 
 
-def ungrounded(criterion: str, reading: UnitReading) -> str:
+def ungrounded(criterion: str, reading: UnitReading, *, by_words: bool = True) -> str:
     """Why the assertions of `reading` cannot meet the positive `criterion`, or "" when they
     can: a criterion that names a number needs it asserted, and one that names names needs
     one of them asserted ("names Canberra as the capital" is not met by an answer whose
     claims never say Canberra, whatever else they say). The grounding rule of the nugget
     judge, applied to rubrics: what a rubric names is content, and only an assertion can
-    carry content. A criterion with neither ("the answer is concise") is always groundable."""
+    carry content. A criterion of the shape "(the answer) SAYS OBJECT" whose object asks
+    for at least three specific words (`MIN_SPECIFIC`) needs an assertion that shares one of them
+    (`core.criterion_content.asked`: "describes a double helix of two strands" is not met
+    by padding about molecular biology); `by_words=False`: the rule without it. A criterion
+    of another shape ("the answer is concise", "cites two sources") is always groundable."""
     asserted = [u.text for u in reading.asserted]
     missing = _numbers(criterion) - _numbers(" ".join(asserted))
     if missing:
@@ -838,4 +845,7 @@ def ungrounded(criterion: str, reading: UnitReading) -> str:
     names = names_in(criterion)
     if names and not names & set().union(*(content_words(t) for t in asserted)):
         return f"no assertion names any of {sorted(names)}"
+    wanted = asked(criterion)
+    if by_words and wanted.groundable and not shares_word(wanted.words, asserted):
+        return f"no assertion shares a word with what it asks to say ({sorted(wanted.words)})"
     return ""
