@@ -25,6 +25,10 @@ log-probabilities is found at start-up (`choice_scoring_problem`). vLLM returns 
 model log-probabilities and llama-cpp-python's server the log-softmax of the logits, the
 same numbers the embedded backend reads.
 
+Chat completions go through the lean HTTP client (`common.lean_http`: a fraction of httpx's
+CPU per call) where it applies, a plain `http://` server with no proxy configured for it;
+httpx serves the rest (https, proxies, a transport passed in) and the model list.
+
 Every call is bounded by the deadline of the request being served (`common.upstream`): its
 timeout is the time left, and a call with no time left is not sent (`DeadlineExceeded`).
 How many calls are in flight is the call limiter's business (`llm.limiter`, in front of
@@ -45,6 +49,7 @@ from typing import Any, Final
 
 import httpx
 
+from rubricate.common import lean_http
 from rubricate.common.deadlines import time_left
 from rubricate.common.http_pool import ShardedClient
 from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
@@ -62,7 +67,11 @@ NO_LOGPROBS: Final = "returned no log-probabilities (logprobs/top_logprobs)"
 _PROBE: Final = (Message("user", "Is water wet? Reply yes or no."),)
 
 
-def _snippet(response: httpx.Response) -> str:
+Answer = httpx.Response | lean_http.Response
+"""A server's answer, from either client (the same attributes are read of both)."""
+
+
+def _snippet(response: Answer) -> str:
     text = " ".join(response.text.split())
     return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "…"
 
@@ -105,6 +114,12 @@ class OpenAICompatBackend(LLMBackend):
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
             transport=transport,
         )
+        self._lean = (
+            lean_http.LeanClient(self.base_url, headers=headers, max_connections=max_connections)
+            if transport is None and lean_http.applies(self.base_url)
+            else None
+        )
+        """The chat completions' client where it applies (else httpx's pool serves them)."""
 
     @classmethod
     def from_settings(
@@ -236,7 +251,7 @@ class OpenAICompatBackend(LLMBackend):
             return f"the server at {self.base_url} {NO_LOGPROBS}"
         return None
 
-    async def _post(self, body: dict[str, Any]) -> httpx.Response:
+    async def _post(self, body: dict[str, Any]) -> Answer:
         url = f"{self.base_url}/chat/completions"
         gate: AbstractAsyncContextManager[object] = (
             nullcontext() if self._gate is None else self._gate
@@ -250,6 +265,10 @@ class OpenAICompatBackend(LLMBackend):
                 )
             timeout = self.timeout_s if left is None else min(self.timeout_s, left)
             try:
+                if self._lean is not None:
+                    return await self._lean.post_json(
+                        "chat/completions", lean_http.dump_json(body), timeout_s=timeout
+                    )
                 return await self._pool.next().post(
                     "chat/completions",
                     json=body,
@@ -267,7 +286,7 @@ class OpenAICompatBackend(LLMBackend):
             except httpx.HTTPError as exc:
                 raise TransportError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from exc
 
-    def _answered(self, response: httpx.Response) -> str:
+    def _answered(self, response: Answer) -> str:
         """Where a successful answer came from (for error messages); a failed one raised:
         429 and 5xx as a retryable `TransportError`, any other as `BackendRequestError`."""
         status = response.status_code
@@ -278,7 +297,7 @@ class OpenAICompatBackend(LLMBackend):
             raise BackendRequestError(f"HTTP {status} from {where}: {_snippet(response)}")
         return where
 
-    def _json(self, response: httpx.Response) -> dict[str, Any]:
+    def _json(self, response: Answer) -> dict[str, Any]:
         """The body of a successful answer; failures raised as in `_completion`."""
         where = self._answered(response)
         try:
@@ -289,7 +308,7 @@ class OpenAICompatBackend(LLMBackend):
             raise TransportError(f"malformed response from {where}: {_snippet(response)}")
         return data
 
-    def _completion(self, response: httpx.Response, latency: float) -> Completion:
+    def _completion(self, response: Answer, latency: float) -> Completion:
         where = self._answered(response)
         try:
             return completion_from_response(
@@ -325,10 +344,12 @@ class OpenAICompatBackend(LLMBackend):
         return response.status_code == 200
 
     async def aclose(self) -> None:
+        if self._lean is not None:
+            await self._lean.aclose()
         await self._pool.aclose()
 
 
-def overloaded(response: httpx.Response, where: str) -> TransportError:
+def overloaded(response: Answer, where: str) -> TransportError:
     """A 429 or 5xx answer: retryable, with its status and the server's Retry-After."""
     wait = retry_after_s(response.headers.get("retry-after"))
     said = "" if wait is None else f" (Retry-After {wait:g}s)"
