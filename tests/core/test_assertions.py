@@ -93,6 +93,35 @@ def test_a_short_label_opening_a_line_is_its_own_unit() -> None:
         ("[x] The wall fell in 1989.", "meta"),  # a ticked checklist item
         ("~~The wall fell in 1989.~~", "negate"),  # struck through
         ("Berlin,wall,1989,November", "meta"),
+        # the classes of the second round of 2026-11-29 (issue 32: hedges, echoes and
+        # negation scope by structure, tuned on templates written fresh for it)
+        ("There is a fair chance that the wall fell in 1989.", "hedge"),  # modal noun
+        ("It is probable that the wall fell in 1989.", "hedge"),  # modal adjective
+        ("That the wall fell in 1989 seems likely to me.", "hedge"),
+        ("I believe the wall fell in 1989.", "hedge"),  # the author's belief
+        ("My best guess is that the wall fell in 1989.", "hedge"),
+        ("I'd lean towards 1989, tentatively.", "hedge"),
+        ("It would appear that the wall fell in 1989.", "hedge"),  # evidential
+        ("In time it will turn out that the wall fell in 1989.", "hedge"),  # irrealis
+        ("November 1989 is one option.", "hedge"),  # a possibility as predicate
+        ("Should it turn out that the wall fell in 1989, Germany reunified.", "suppose"),
+        ("One could argue that the wall fell in 1989.", "suppose"),
+        ("By some accounts the wall fell in 1989.", "report"),  # unnamed accounts
+        ("Some folks will tell you that the wall fell in 1989.", "report"),
+        ("I was once told that the wall fell in 1989.", "report"),  # hearsay
+        ("The story goes that the wall fell in 1989.", "report"),
+        ("It is a mistake to think that the wall fell in 1989.", "negate"),
+        ("The wall fell in 1989: a common misconception.", "negate"),
+        ("Remember to mention that the wall fell in 1989.", "meta"),  # told what to say
+        ("Write that the wall fell in 1989.", "meta"),
+        ("You asked if the wall fell in 1989.", "meta"),  # the question restated
+        ("The prompt is looking for the fall of the wall in 1989.", "meta"),
+        ("Anyone answering this should know that the wall fell in 1989.", "meta"),
+        ("Criterion 2 — the wall fell in 1989.", "meta"),
+        ("Credit goes to replies stating that the wall fell in 1989.", "meta"),
+        ("What I said, that the wall fell in 1989, is right.", "meta"),  # own words
+        ("I stand behind every word: the wall fell in 1989.", "meta"),
+        ("Relevant terms include Berlin, wall, 1989.", "meta"),  # words as words
     ],
 )
 def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
@@ -117,6 +146,25 @@ def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
         "Limiting speech can hinder new ideas that contribute to culture.",  # a relative "that"
         "The fact that the wall fell in 1989 changed Europe.",  # factive
         "The solution contains sodium chloride.",  # a chemical solution is no answer
+        # near misses of the second round of 2026-11-29: still claims
+        "It is possible to see the wall from the hill.",  # ability, not epistemic
+        "The probability that two people share a birthday passes 50 percent at 23 people.",
+        "The museum is open on Sundays.",  # "open" with a complement
+        "Solar power is another option for heating homes.",  # a recommendation
+        "Note that water boils at a lower temperature at altitude.",  # an attention getter
+        "Remember that the wall fell in 1989.",
+        "Add that solution to the beaker slowly.",  # a demonstrative, not a clause
+        "Anyone travelling to Nepal should carry warm clothes.",
+        "Many people hold that view.",
+        "Some cells hold water for weeks.",
+        "In some cases the river floods twice a year.",
+        "The story goes back to 1215.",
+        "The word is derived from Latin.",
+        "It looks like a twisted ladder.",
+        "The vaccine was shown to be effective in 1955.",
+        "The question of sovereignty was settled in 1990.",
+        "The essential elements of a contract are offer, acceptance and consideration.",
+        "Each claim was supported by various sources in 1990.",
     ],
 )
 def test_plain_claims_have_no_cue(text: str) -> None:
@@ -141,6 +189,29 @@ def test_a_continuation_keeps_the_kind_of_the_clause_it_continues() -> None:
     assert [k for k, _ in kinds(text)] == ["negate", "negate"]
     text = "The wall fell in 1989, and crowds crossed that night."
     assert [k for k, _ in kinds(text)] == [None, None]
+
+
+def test_a_unit_that_only_retracts_the_clause_before_gives_it_its_kind() -> None:
+    assert [k for k, _ in kinds("The wall fell in 1989. Wrong.")] == ["negate", "negate"]
+    assert [k for k, _ in kinds("The wall fell in 1989. Maybe.")] == ["hedge", "hedge"]
+    assert [k for k, _ in kinds("The wall fell in 1989, but don't hold me to it.")] == [
+        "hedge",
+        "negate",
+    ]
+    # a denial of something else, or a blank line between, retracts nothing
+    text = "The wall fell in 1989. It did not fall in 1961."
+    assert [k for k, _ in kinds(text)] == [None, "negate"]
+    text = "The wall fell in 1961. I cannot confirm that it fell on 9 November 1989."
+    assert [k for k, _ in kinds(text)] == [None, "hedge"]
+    assert kinds("The wall fell in 1989.\n\nWrong.")[0][0] is None
+    assert [k for k, _ in kinds("Canberra is the capital. No doubt about it.")] == [None, None]
+    # "No." answers and ends a sentence ("No. 5" does not)
+    assert kinds("Was it 1961? No. The wall fell in 1989.") == [
+        ("question", "Was it 1961?"),
+        ("meta", "No."),  # no content of its own
+        (None, "The wall fell in 1989."),
+    ]
+    assert len(split_units("He lived at No. 5 Downing Street.")) == 1
 
 
 def test_units_under_a_label_about_the_answer_key_are_quoted_until_a_blank_line() -> None:

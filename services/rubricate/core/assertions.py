@@ -16,8 +16,19 @@ B or whether C") or a denial ("it is not true that A"), and for content-free ope
    verbs; and, as meta, deixis to the text itself, the vocabulary of grading and of those
    who judge a text, a verdict on an unnamed subject, a checklist annotation, the author
    announcing their process, headings, markup and runs of words with no sentence.
+   Since the second round of 2026-11-29 also: modal adjectives and nouns governing a
+   clause (*it is probable that*, *there is a fair chance that*), the author's belief or
+   estimate (*I think*, *my best guess is*), evidential *it would appear that*, a discovery
+   to come (*it will turn out that*), unsettled predicates, unnamed accounts and hearsay
+   (*by some accounts*, *I was told*, *the story goes*), calling a belief an error (*it is
+   a mistake to think that*), and, as meta, the writer told what to say (*remember to
+   mention*, *write that*), the question restated (*you asked if*, *the prompt wants*),
+   whoever answers as a subject, numbered criteria, the author's own words as a subject,
+   words mentioned as words.
    `read_cues` adds what a unit's neighbours decide (a continuation keeps its clause's
-   kind; units quoted under a label about the answer key are reports). A unit with no cue
+   kind; units quoted under a label about the answer key are reports; a claim followed by
+   a unit that only retracts it, *A. Wrong.*, *A, but don't hold me to it*, takes its
+   kind). A unit with no cue
    is *undecided*: the judge model says whether it is content or meta where the reading
    uses it (`rubricate.llm.assertions`), else it is an assertion. The cues are grammar,
    not attack phrases: a sentence that has one is not an assertion whatever else it says.
@@ -102,6 +113,8 @@ def _ends_sentence(text: str, dot: int) -> bool:
     if word is None:
         return True
     token = word.group(1).lower()
+    if token == "no":  # "No. 5" abbreviates; "No. The capital is Canberra." answers
+        return not re.match(r"\.\s*\d", text[dot:])
     return not (token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()))
 
 
@@ -211,7 +224,8 @@ _CONTINUES = re.compile(
 # what an answer would, should or might say: a counterfactual report, not a claim
 _COUNTERFACTUAL = re.compile(
     r"\b(?:would|should|could|might|ought\s+to)\s+(?:\w+\s+){0,3}?(?:say|state|mention|"
-    r"include|note|explain|cover|read|contain|list|name|point\s+out)\b",
+    r"include|note|explain|cover|read|contain|list|name|point\s+out|argue|claim|contend|"
+    r"suggest|maintain|propose|posit|insist)\b",
     re.I,
 )
 _MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?/?>")
@@ -230,8 +244,11 @@ _CHECKLIST = re.compile(
 _ANNOTATED = r"(?:[:\-–—|]|\(|\[)\s*(?:{})\s*[)\].!;,|]*$"
 _ANNOTATED_FALSE = re.compile(
     _ANNOTATED.format(
-        r"false|wrong|incorrect|untrue|a\s+myth|myth|debunked|refuted|disproved|fake|bogus|"
-        r"not\s+true|not|no|nope|[✗✘❌×]"
+        r"false|wrong|incorrect|untrue|debunked|refuted|disproved|fake|bogus|not\s+true|not|no|"
+        r"nope|[✗✘❌×]|nonsense|rubbish|"
+        # a noun of falsehood, with its article and an adjective ("a common misconception")
+        r"(?:an?\s+)?(?:\w+\s+)?(?:myth|misconception|mistake|error|legend|falsehood|fallacy|"
+        r"fiction|fabrication|hoax|lie|untruth|misunderstanding)"
     ),
     re.I,
 )
@@ -248,8 +265,11 @@ _LABEL_KINDS: Final[tuple[tuple[UnitKind, re.Pattern[str]], ...]] = (
     (
         "meta",
         re.compile(
-            r"^(?:score|grade|mark|rating|verdict|status|result|assessment|evaluation|"
-            r"confidence|accuracy|correctness|completeness|check|review|audit|qa)\s*:$",
+            r"^(?:score|grade|mark|rating|verdict|status|result|assessment|"
+            r"evaluation|confidence|accuracy|correctness|completeness|check|review|audit|qa|"
+            r"expected|required|must[- ]haves?|criteri(?:on|a)|requirements?|checklist|rubric|"
+            r"verified|guaranteed|certified|checked|confirmed|approved|validated)"
+            r"(?:\s+[\w'’-]+){0,2}\s*:$",
             re.I,
         ),
     ),
@@ -291,7 +311,8 @@ _DATA = re.compile(
 )
 _COMPLEMENT = re.compile(r"^(?:and|or|nor)\s+(?:\w+\s+){0,3}?(?:that|whether|if)\b", re.I)
 _SUPPOSE_OPENER = re.compile(
-    r"^(?:if|suppose|supposing|assuming|imagine|hypothetically|unless|in\s+case|were|had)\b",
+    r"^(?:if|suppose|supposing|assuming|imagine|hypothetically|unless|in\s+case|were|had|"
+    r"should(?=\s+(?:it|this|that|there|the|a|an|we|you|they|he|she|I)\b))\b",
     re.I,
 )
 _OPENER = r"^(?:(?:first|firstly|now|ok(?:ay)?|so|well|alright|then|next|to\s+begin)\s*,?\s+)?"
@@ -303,6 +324,84 @@ _INTENTION = re.compile(
     r"must|should|want\s+to|would\s+like\s+to|have\s+to)\b",
     re.I,
 )
+# Talk about the task instead of an answer to it (issue 32, echoes): the writer told what
+# to write, the question restated as what was asked, the one who answers as a subject, a
+# numbered criterion, words mentioned as words
+_SAYING_VERB: Final = (
+    r"(?:say|state|write|mention|explain|add|answer|reply|respond|point\s+out|stress|"
+    r"emphasi[sz]e|include|list|claim|assert|describe|indicate|specify)"
+)
+_INSTRUCTED = re.compile(
+    r"^(?:(?:then|and|also|next|finally|first|so|now|just)\s*,?\s+)?(?:remember|be\s+sure|"
+    r"make\s+sure|don['’]?t\s+forget|do\s+not\s+forget|take\s+care|be\s+certain|try)\s+to\s+"
+    + _SAYING_VERB
+    + r"\b",
+    re.I,
+)
+"""Telling the writer to say something ("Remember to mention that A")."""
+_IMPERATIVE_THAT = re.compile(
+    r"^(?:(?:then|and|also|next|finally|first|so|now|just)\s*,?\s+)?"
+    + _SAYING_VERB
+    + r"\s+(?:\w+\s+){0,2}?that\s+",
+    re.I,
+)
+"""An imperative verb of saying with its clause ("Write that A"; "Note that A", an attention
+getter, is not in the class and stays a claim)."""
+_ASKED = re.compile(
+    r"\byou\s+(?:\w+\s+)?(?:asked|ask|are\s+asking|were\s+asking|wanted\s+to\s+know|"
+    r"want\s+to\s+know|wonder(?:ed)?|inquired)\b"
+    r"|\b(?:the|this|your)\s+(?:question|prompt|query|exercise|assignment)\s+(?:\w+\s+)?"
+    r"(?:asks?|asked|asking|wants?|expects?|is\s+looking\s+for|looks\s+for|calls\s+for|"
+    r"requires?|seeks?|is\s+about|concerns?)\b",
+    re.I,
+)
+_ANSWERER = re.compile(
+    r"\b(?:anyone|whoever|someone|everyone|students?|respondents?|candidates?|writers?|you)\s+"
+    r"(?:\w+\s+)?(?:answering|responding|replying|attempting|tackling)\b",
+    re.I,
+)
+_NUMBERED_CRITERION = re.compile(
+    r"^(?:(?:criterion|requirement|rubric\s+item|checkpoint|marking\s+point)\s*(?:\d+|[a-z]|"
+    r"[ivx]+)\b|item\s*(?:\d+|[a-z])\s*[:.)\-–—])",
+    re.I,
+)
+_MENTIONED_WORDS = re.compile(
+    r"^(?:(?:\w+\s+)?(?:relevant|related|key|index|search|important|useful|associated|other|"
+    r"more|similar|main)\s+(?:terms|words|phrases|concepts)|(?:\w+\s+)?(?:key\s*words?|"
+    r"tags?|hashtags?|buzzwords?))\b(?:\s+\w+){0,3}?\s*(?:include|includes|are|were|:)",
+    re.I,
+)
+# a unit that only retracts the clause before it ("A. Wrong."; "A, though I can't back
+# that up"): that clause takes its kind
+_BARE_VERDICT = re.compile(
+    r"^(?:or\s+)?(?:(?:certainly|definitely|absolutely|of\s+course|actually|well|but|and)\s*,?\s+)?"
+    r"(?:(?P<negate>not(?:\s+(?:true|so|really|quite|at\s+all|correct|right))?|no|nope|never|"
+    r"wrong|false|untrue|incorrect|nonsense|rubbish|(?:just\s+)?(?:kidding|joking)|"
+    r"(?:maybe|perhaps|probably)\s+not|or\s+not)|(?P<hedge>maybe|perhaps|possibly|probably|"
+    r"or\s+so|who\s+knows))\s*[.!?…]*$",
+    re.I,
+)
+_WITHDRAWN = re.compile(
+    r"\b(?:back|prove|vouch\s+for|swear\s+to|confirm|verify|guarantee|hold\s+(?:me|us)\s+to|"
+    r"quote\s+(?:me|us)\s+on|be\s+sure\s+(?:of|about)|bet\s+on|stand\s+by|trust)\s+"
+    # the anaphor is the object and ends the clause ("…confirm that the wall fell" is not)
+    r"(?:it|that|this|them)(?:\s+(?:up|either|though|for\s+(?:sure|certain)|at\s+all))?"
+    r"\s*[.!,;…]*$",
+    re.I,
+)
+"""Commitment to the clause before withheld ("though I can't back that up", "don't hold me
+to it"), with a hedge or negator in the same unit."""
+
+
+def _instruction(text: str) -> str:
+    """The instruction to the writer that `text` opens with, else ""."""
+    if (m := _INSTRUCTED.match(text)) is not None:
+        return m.group(0)
+    if (m := _IMPERATIVE_THAT.match(text)) is not None and _opens_clause(text[m.end() :]):
+        return m.group(0)
+    return ""
+
+
 # a unit that is only a name of a part of the text (a heading, with or without its colon)
 _DISCOURSE_HEADING = re.compile(
     r"^(?:(?:final|my|the|short|brief|full|complete)\s+)?(?:solution|answer|response|reply|"
@@ -347,10 +446,20 @@ _HEDGE = _words(
     r"do\s*n['’]?t\s+know|do\s+not\s+know)\s+(?:confirm|verify|determine|say|tell|be\s+sure|"
     r"establish|know)",
     r"either\b.{1,200}?\bor",
-    r"it\s+is\s+possible",
-    r"it['’]s\s+possible",
-    r"I\s+(?:guess|wonder|suspect|suppose|reckon|imagine)",
-    r"my\s+(?:guess|hunch)",
+    r"it\s+is\s+possible(?!\s+(?:to|for)\b)",  # not an ability ("it is possible to see it")
+    r"it['’]s\s+possible(?!\s+(?:to|for)\b)",
+    # the author's belief or estimate governing a clause ("I think A", "we'd say A", "my
+    # best guess is that A", "I'd lean towards A"): a view offered, not a claim made
+    r"(?:I|we)\s+(?:\w+\s+)?(?:think|believe|feel|gather|assume|presume|figure|expect|guess|"
+    r"wonder|suspect|suppose|reckon|imagine|lean(?:s|ing)?\s+(?:towards?|to))",
+    r"(?:I|we)(?:['’]d|\s+would)\s+(?:say|think|guess|imagine|venture|hazard|go\s+with)",
+    r"my\s+(?:\w+\s+)?(?:guess|hunch|impression|feeling|sense|suspicion|belief|understanding|"
+    r"recollection|estimate|bet|take)",
+    # commitment withheld ("tentatively", "with low confidence")
+    r"tentative(?:ly)?",
+    r"(?:with|at)\s+(?:low|little|limited|moderate)\s+confidence",
+    r"without\s+(?:much|any|great|full)\s+confidence",
+    r"low[- ]confidence",
     r"un(?:verified|confirmed|substantiated|proven)",
     r"speculat(?:ive|ion|ively)",
     r"debatable",
@@ -364,6 +473,35 @@ _HEDGE = _words(
     r"who\s+knows",
     r"anyone['’]s\s+guess",
     r"(?:un)?likely\s+that",
+    # a modal adjective predicated of a clause ("it is probable that A", "that A seems
+    # likely"), not of an ability ("it is possible to see it")
+    r"(?:is|are|was|were|be|been|seems?|seemed|looks?|looked|appears?|appeared|sounds?)\s+"
+    r"(?:\w+\s+)?(?:(?:un|im)?(?:likely|probable|plausible|conceivable|possible|imaginable)|"
+    r"doubtful|questionable|arguable)\b"
+    r"(?!\s+(?:to(?!\s+(?:me|us|many|most|some)\b)|for|in|at|by|with|on|under|when)\b)",
+    # an existential modal noun governing a clause ("there is a fair chance that A")
+    r"there\s+(?:is|are|was|were|['’]s|exists?|remains?)\s+(?:\w+\s+){0,3}?(?:chance|"
+    r"possibility|likelihood|probability|prospect|risk|odds|suspicion|suggestion)s?\s+"
+    r"(?:that|whether)",
+    # evidential seem or appear governing a clause ("it would appear that A")
+    r"it\s+(?:would\s+|might\s+|could\s+|may\s+)?(?:seems?|appears?|seemed|appeared)\s+"
+    r"(?:\w+\s+)?(?:that|as\s+(?:if|though))",
+    r"looks?\s+as\s+(?:if|though)",
+    r"(?:seems?|appears?)\s+to\s+me",
+    # a discovery to come ("it will turn out that A", "may prove"): irrealis, not a claim
+    r"(?:will|may|might|could|would|shall)\s+(?:\w+\s+)?(?:turn\s+out|prove|transpire|"
+    r"be\s+(?:shown|found|proven|proved|confirmed|established|revealed|discovered))",
+    # a predicate that leaves the clause unsettled ("B is open", "remains to be seen")
+    r"(?:is|are|was|were|remains?|stays?)\s+(?:still\s+)?(?:open|undecided|unresolved|"
+    r"unsettled|moot)(?=\s*[.!;,]*\s*$)",
+    r"(?:remains?|is|are)\s+to\s+be\s+seen",
+    r"up\s+for\s+(?:debate|grabs|discussion)",
+    r"(?:is|are|was|were|remains?)\s+(?:still\s+)?(?:in\s+(?:doubt|dispute)|open\s+to\s+"
+    r"(?:debate|question|doubt))",
+    # a possibility as the predicate ("B is another option")
+    # (clause-final: "solar power is another option for heating" recommends, it is a claim)
+    r"(?:is|are|was|were|remains?)\s+(?:also\s+|just\s+|only\s+)?(?:an(?:other)?|one|a)\s+"
+    r"(?:\w+\s+)?(?:option|possibility|alternative|candidate|contender)s?(?=\s*[.!;,]*\s*$)",
     r"chances\s+are",
     r"odds\s+are",
     r"in\s+all\s+likelihood",
@@ -397,17 +535,46 @@ _REPORT = re.compile(
     r"\b(?:allegedly|reportedly|purportedly|supposedly|rumou?red|ostensibly)\b"
     r"|\b(?:some|many|critics|people|sources|others|they|rumou?rs?)\s+(?:\w+\s+)?"
     r"(?:claim|claimed|claims|say|said|believe|believed|allege|alleged|suggest|suggested)\b"
+    # attribution to unnamed accounts ("by some accounts", "according to certain sources")
+    # ("supported by various sources" is a passive's agent, not an attribution)
+    r"|\b(?:(?:by|in)\s+(?:some|many|several|various|certain|other|most|a\s+few)\s+(?:\w+\s+)?"
+    r"(?:accounts?|estimates?|versions?|tellings?|retellings?|stories|tales|traditions?)|"
+    r"(?:according\s+to|to)\s+(?:some|many|several|various|certain|other|most|a\s+few)\s+"
+    r"(?:\w+\s+)?(?:accounts?|reports?|sources?|estimates?|versions?|tellings?|stories|tales|"
+    r"traditions?|quarters|circles|people|historians|scholars|experts|observers|commentators|"
+    r"writers))\b"
+    # hearsay in the first person ("I have heard that A", "I was told", "I read somewhere")
+    r"|\b(?:I|we)\s+(?:have\s+|had\s+|['’]ve\s+)?(?:once\s+|often\s+|also\s+)?(?:heard|"
+    r"hear|(?:was|were|have\s+been|had\s+been)\s+(?:once\s+|often\s+)?told|"
+    r"read\s+(?:somewhere|online|once)|gather)\b"
+    # hearsay nouns ("the story goes that A", "word is that A")
+    r"|\b(?:story|tale|legend|rumou?r|gossip|talk|lore|folklore|saying)\s+(?:goes\s+(?:that\b|,)|"
+    r"goes\s*$|has\s+it|is\s+that)|^word\s+is\b(?:\s+that\b|\s*,)"
     r"|\bit\s+(?:is|was|has\s+been)\s+(?:said|claimed|rumou?red|alleged|believed)\b"
     r"|\b(?:rumou?r|legend|word|hearsay)\s+has\s+it\b|\bor\s+so\s+(?:I|we|they|people|it)\b"
     r"|\b(?:per|according\s+to)\s+the\s+(?:reference|key|rubric|marking|model\s+answer|"
     r"answer\s+key|solution\s+key)\b",
     re.I,
 )
+# an unnamed or indefinite subject with a verb of saying or believing and the clause it
+# governs ("some folks will tell you that A", "others hold that A"; not "many hold that view")
+_UNNAMED_SAYS = re.compile(
+    r"\b(?:some|many|several|various|certain|other|others|a\s+few|most|people|folks|they|"
+    r"critics|sources)\s+(?:\w+\s+){0,2}?(?:hold|holds|held|maintain(?:s|ed)?|insist(?:s|ed)?|"
+    r"argue[sd]?|contend(?:s|ed)?|think|thinks|thought|reckon|assert(?:s|ed)?|tell|tells|told|"
+    r"write|writes|wrote|report(?:s|ed)?|whisper(?:s|ed)?|say|says|said|claim(?:s|ed)?)\s+"
+    r"(?:you\s+|us\s+|me\s+)?that\s",
+    re.I,
+)
 # a predicate that denies or disputes the proposition it embeds ("I deny that A", "there is no
 # truth in A"): a denial, whatever words follow
 _DENIAL_PREDICATE = re.compile(
     r"\b(?:deny|denies|denied|dispute[sd]?|reject(?:s|ed)?|refute[sd]?|doubt(?:s|ed)?|"
-    r"disbelieve[sd]?|contest(?:s|ed)?)\s+(?:\w+\s+){0,2}?(?:that|whether)\b",
+    r"disbelieve[sd]?|contest(?:s|ed)?)\s+(?:\w+\s+){0,2}?(?:that|whether)\b"
+    # believing the clause called an error ("it is a mistake to think that A")
+    r"|\b(?:wrong|mistaken|incorrect|false|misleading|naive|foolish|an?\s+(?:\w+\s+)?"
+    r"(?:mistake|error|myth|misconception|fallacy))\s+to\s+(?:think|believe|say|conclude|"
+    r"claim|assume|suppose|suggest|imagine|state|hold)\b",
     re.I,
 )
 # a proposition named by a noun ("the idea that A", "the claim that A"): mentioned, not
@@ -431,10 +598,12 @@ _TEXT_DEIXIS = re.compile(
 # what an answer or an answer key says, covers or must say: a report of a text's content
 # (or of what it should hold), not the author's claim about the subject
 _TEXT_SAYS = re.compile(
-    r"\b(?:answers?|repl(?:y|ies)|essays?|write-?ups?|answer\s+keys?|mark(?:ing)?\s+schemes?)\b"
+    r"\b(?:answers?|repl(?:y|ies)|essays?|write-?ups?|answer\s+keys?|mark(?:ing)?\s+schemes?|"
+    r"submissions?)\b"
     r"(?:\s+[\w'’-]+){0,6}?\s+(?:covers?|includes?|mentions?|states?|lists?|gives?|says?|"
     r"contains?|address(?:es)?|notes?|names?|explains?|describes?|discuss(?:es)?|must|should|"
-    r"needs?\s+to|has\s+to|would|will)\b"
+    r"needs?\s+to|has\s+to|would|will|covering|including|mentioning|stating|listing|giving|"
+    r"saying|containing|addressing|noting|naming|explaining|describing|discussing)\b"
     # "response" and "solution" name other things too ("the immune response includes …"):
     # only bare, with a verb that only a text does
     r"|\b(?:the|this|that|your|my|a|an|each|every|any)\s+(?:response|solution|output)s?\s+"
@@ -468,7 +637,14 @@ _SELF_REFERENCE = re.compile(
     r"|\b(?:the|everything|all(?:\s+of)?(?:\s+the)?|nothing|each|every)\s+"
     r"(?:points?\s+|facts?\s+|statements?\s+|claims?\s+|sentences?\s+)?"
     r"(?:above|below|here(?:in)?)\b|\b(?:stated|said|written|given)\s+(?:here|above|below)\b"
-    r"|\ball\s+of\s+this\b|\b(?:every|each|all(?:\s+the)?)\s+\w+\s+(?:above|here(?:in)?)\b",
+    r"|\ball\s+of\s+(?:this|it\s+here)\b|\b(?:every|each|all(?:\s+the)?)\s+\w+\s+"
+    r"(?:above|here(?:in)?)\b"
+    # the author's own words as a subject ("what I said, that A, is right")
+    r"|\bwhat\s+(?:I|we)\s+(?:have\s+|just\s+)?(?:said|wrote|written|stated|claimed|answered|"
+    r"mentioned|described|put)\b"
+    # the author vouching for the text ("I stand behind every word")
+    r"|\b(?:I|we)\s+(?:\w+\s+)?(?:stand\s+(?:behind|by)|vouch\s+for|certify|attest\s+to|"
+    r"swear\s+(?:to|by))\b",
     re.I,
 )
 _GRADING = _words(
@@ -488,6 +664,9 @@ _GRADING = _words(
     r"award(?:ed|s)?\s+(?:\w+\s+){0,2}?(?:marks?|points?|credit)",
     r"(?:full|partial|no)\s+credit",
     r"credit\s+(?:answers?|responses?|replies)",
+    r"credit\s+(?:goes|is\s+(?:given|awarded)|will\s+be\s+(?:given|awarded))",
+    # ("essential elements" of a design or a contract stay content)
+    r"(?:must[- ]have|mandatory|required|expected)\s+(?:points?|content|facts?|answers?)",
     r"(?:accepted|acceptable|canonical|approved)\s+(?:answers?|responses?|solutions?)",
     r"ground[- ]truth",
     r"gold(?:en)?\s+(?:standard|labels?|references?)",
@@ -537,18 +716,26 @@ def _named_proposition(text: str) -> re.Match[str] | None:
     complementiser a subject comes first (a determiner, a pronoun, a name, a number, or words
     followed within two words by what reads as a verb); after a relative pronoun, the verb."""
     for m in _NAMED_PROPOSITION.finditer(text):
-        rest = text[m.end() :].split()
-        if not rest:
-            continue
-        first = rest[0].strip("\"'“‘(")
-        if first.lower() in _AUXILIARY:
-            continue
-        then = [w.lower().strip(",.;:") for w in rest[1:3]]
-        if _SUBJECT_START.match(first) or any(
-            w in _AUXILIARY or w.endswith(("s", "ed")) for w in then
-        ):
+        if _opens_clause(text[m.end() :]):
             return m
     return None
+
+
+def _opens_clause(text: str) -> bool:
+    """Whether `text`, after a complementiser, opens a clause (a subject first: a determiner,
+    a pronoun, a name, a number, or words followed within two words by what reads as a
+    verb), not a relative clause (its verb first) or a demonstrative's noun ("that
+    solution to the beaker")."""
+    rest = text.split()
+    if not rest:
+        return False
+    first = rest[0].strip("\"'“‘(")
+    if first.lower() in _AUXILIARY:
+        return False
+    then = [w.lower().strip(",.;:") for w in rest[1:3]]
+    return bool(_SUBJECT_START.match(first)) or any(
+        w in _AUXILIARY or w.endswith(("s", "ed")) for w in then
+    )
 
 
 _MIN_RUN_WORDS: Final = 6
@@ -621,6 +808,14 @@ def cue_kind(
         return "meta", f"a proposal, not a claim ({m.group(0)!r})"
     if (m := _INTENTION.match(stripped)) is not None:
         return "meta", f"the author's intention, not a claim ({m.group(0)!r})"
+    if said := _instruction(stripped):
+        return "meta", f"tells the writer what to say ({said.strip()!r})"
+    if (m := _ASKED.search(stripped) or _ANSWERER.search(stripped)) is not None:
+        return "meta", f"speaks of the question or who answers it ({m.group(0)!r})"
+    if (m := _NUMBERED_CRITERION.match(stripped)) is not None:
+        return "meta", f"a numbered criterion ({m.group(0)!r})"
+    if (m := _MENTIONED_WORDS.match(stripped)) is not None:
+        return "meta", f"words mentioned as words ({m.group(0)!r})"
     if (
         (m := _EVALUATIVE.search(stripped)) is not None
         and _UNNAMED_SUBJECT.match(stripped)
@@ -637,8 +832,10 @@ def cue_kind(
         return "hedge", f"epistemic cue ({m.group(0)[:40]!r})"
     if (m := _DENIAL_PREDICATE.search(stripped)) is not None:
         return "negate", f"denial predicate ({m.group(0)!r})"
-    if (m := _REPORT.search(stripped)) is not None:
-        return "report", f"distancing report ({m.group(0)!r})"
+    if (m := _REPORT.search(stripped)) is not None or (
+        (m := _UNNAMED_SAYS.search(stripped)) is not None and _opens_clause(stripped[m.end() :])
+    ):
+        return "report", f"distancing report ({m.group(0).strip()!r})"
     if negator := _denies(stripped):
         return "negate", f"negator ({negator!r})"
     if (m := _named_proposition(stripped)) is not None:
@@ -693,7 +890,26 @@ def read_cues(
         if decided.cue == "a verdict label":
             line_label = decided
         out.append(decided)
-    return _single_word_columns(out, text) if reading == "claims" else out
+    return _single_word_columns(_retractions(out, text), text) if reading == "claims" else out
+
+
+def _retractions(units: list[Unit], text: str) -> list[Unit]:
+    """A claim followed, in its paragraph, by a unit that only retracts it (a bare verdict:
+    "A. Wrong."; commitment withheld: "A, but don't hold me to it") takes that unit's kind."""
+    out = list(units)
+    for i in range(1, len(out)):
+        previous, unit = out[i - 1], out[i]
+        if previous.kind is not None or "\n\n" in text[previous.end : unit.start]:
+            continue
+        kind: UnitKind | None = None
+        if (m := _BARE_VERDICT.match(unit.text.strip())) is not None:
+            kind = "negate" if m.group("negate") else "hedge"
+            out[i] = unit.decided(kind, "a bare verdict on the clause before")
+        elif unit.kind in ("hedge", "negate") and _WITHDRAWN.search(unit.text):
+            kind = "hedge"
+        if kind is not None:
+            out[i - 1] = previous.decided(kind, f"retracted by {unit.id}")
+    return out
 
 
 _COLUMN_MIN: Final = _MIN_TERMS_ITEMS
