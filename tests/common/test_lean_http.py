@@ -319,3 +319,24 @@ def test_it_applies_to_plain_http_without_a_proxy(monkeypatch: pytest.MonkeyPatc
 def test_a_header_with_a_line_break_is_refused() -> None:
     with pytest.raises(ValueError, match="line break"):
         LeanClient("http://x/v1", headers={"Authorization": "Bearer k\r\nX-Evil: 1"})
+
+
+async def test_the_wait_for_a_free_connection_counts_in_the_timeout() -> None:
+    release = asyncio.Event()
+
+    async def script(n: int, raw: bytes, writer: Writer) -> bool:
+        if n == 0:
+            await release.wait()
+        writer.write(plain(b'{"n":%d}' % n))
+        return True
+
+    async with scripted(script) as (url, _):
+        client = LeanClient(url, max_connections=1)
+        holder = asyncio.create_task(client.post_json("p", b"{}", timeout_s=5))
+        await asyncio.sleep(0.05)
+        with pytest.raises(httpx.PoolTimeout):
+            await client.post_json("p", b"{}", timeout_s=0.2)
+        release.set()
+        assert (await holder).json() == {"n": 0}
+        assert (await client.post_json("p", b"{}", timeout_s=5)).json() == {"n": 1}
+        await client.aclose()

@@ -152,8 +152,9 @@ class LeanClient:
         timeout_s: float,
         connect_timeout_s: float = 10.0,
     ) -> Response:
-        """One exchange, within `timeout_s` overall (connecting within `connect_timeout_s`
-        of it): `ReadTimeout` or `ConnectTimeout` when it runs out."""
+        """One exchange, within `timeout_s` overall, the wait for a free connection included
+        (connecting within `connect_timeout_s` of it): `PoolTimeout`, `ConnectTimeout` or
+        `ReadTimeout` when it runs out."""
         url = self.prefix + path.lstrip("/")
         head = f"{method} {url} HTTP/1.1\r\n".encode("latin-1") + self._head_fixed
         if content_type is not None:
@@ -161,16 +162,22 @@ class LeanClient:
         if body or method in ("POST", "PUT", "PATCH"):
             head += b"Content-Length: %d\r\n" % len(body)
         message = head + b"\r\n" + body
-        async with self._slots:
-            try:
-                async with asyncio.timeout(timeout_s):
+        waited = True
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with self._slots:
+                    waited = False
                     return await self._exchange(message, method, min(connect_timeout_s, timeout_s))
-            except TimeoutError as exc:
-                if isinstance(exc, _ConnectTimedOut):
-                    raise httpx.ConnectTimeout(f"connecting to {self.host}:{self.port}") from exc
-                raise httpx.ReadTimeout(
-                    f"no whole answer from {self.host}:{self.port} within {timeout_s:g}s"
+        except TimeoutError as exc:
+            if waited:
+                raise httpx.PoolTimeout(
+                    f"no connection to {self.host}:{self.port} free within {timeout_s:g}s"
                 ) from exc
+            if isinstance(exc, _ConnectTimedOut):
+                raise httpx.ConnectTimeout(f"connecting to {self.host}:{self.port}") from exc
+            raise httpx.ReadTimeout(
+                f"no whole answer from {self.host}:{self.port} within {timeout_s:g}s"
+            ) from exc
 
     async def _exchange(self, message: bytes, method: str, connect_timeout_s: float) -> Response:
         conn = self._reuse()
