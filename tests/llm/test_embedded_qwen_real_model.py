@@ -1,6 +1,7 @@
 """The real embedded model: Qwen2.5-Coder-1.5B joined from its weight packages (slow)."""
 
 import asyncio
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -107,3 +108,45 @@ async def test_closing_cuts_a_generation_in_flight_short_and_it_is_no_result() -
     with pytest.raises(BackendRequestError, match="closed during the call"):
         await call
     assert not await backend.ready()
+
+
+async def test_greedy_under_a_grammar_decodes_as_llama_cpp_pythons_own_sampler(
+    qwen: "EmbeddedBackend",
+) -> None:
+    """The fast greedy path (`llm.greedy_grammar`: the likeliest tokens checked first) gives
+    the tokens llama-cpp-python's sampler chain gives when it checks the whole vocabulary."""
+    from rubricate.llm.embedded import llama_grammar, prompt_tokens
+    from rubricate.llm.structured import json_schema_for
+
+    messages = [
+        Message("system", "Answer with JSON only."),
+        Message("user", "Name two capitals of Europe, with your confidence 0, 1 or 2 each."),
+    ]
+    schema = {"type": "array", "items": json_schema_for(Capital), "minItems": 2, "maxItems": 2}
+    fast = await qwen.complete(
+        messages, GenerationParams(max_tokens=120, temperature=0.0, json_schema=schema)
+    )
+    from llama_cpp.llama import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    from rubricate.llm.embedded import enumerate_small_int_ranges
+
+    llm = Llama(model_path=str(qwen.model_path), n_ctx=1024, verbose=False)
+    try:
+        formatter = Jinja2ChatFormatter(
+            template=llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token=""
+        )
+        gbnf = json_schema_to_gbnf(json.dumps(enumerate_small_int_ranges(schema)))
+        reference = llm.create_completion(
+            prompt=prompt_tokens(llm, formatter, messages),
+            grammar=llama_grammar(gbnf),
+            temperature=0.0,
+            max_tokens=120,
+            stop=["<|im_end|>"],
+            repeat_penalty=1.0,
+        )
+    finally:
+        llm.close()
+    assert fast.text == reference["choices"][0]["text"]  # type: ignore[index]
+    assert fast.completion_tokens == reference["usage"]["completion_tokens"]  # type: ignore[index]

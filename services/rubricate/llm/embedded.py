@@ -8,7 +8,9 @@ by default: saving and restoring a state costs about a second per call on CPU, a
 saves on a judge system prompt.
 
 A JSON schema becomes a llama.cpp grammar (the same conversion `response_format=
-{"type": "json_object", "schema": ...}` does), compiled once per schema; unlike
+{"type": "json_object", "schema": ...}` does), converted once per schema; greedy decoding
+under it (temperature 0, the judges' default) asks the grammar about the likeliest tokens
+first (`llm.greedy_grammar`) instead of the whole vocabulary; unlike
 `response_format`, a schema the converter cannot handle is logged instead of silently
 replaced by free JSON. The converter ignores numeric bounds, so small bounded integer
 ranges (a 0..2 score) are enumerated first. Sampling follows OpenAI semantics (no repeat
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from rubricate.llm.base import ChoiceScores, Completion, GenerationParams, LLMBackend, Message
 from rubricate.llm.errors import BackendRequestError, ModelFileError
+from rubricate.llm.greedy_grammar import decode_greedy
 from rubricate.llm.openai_format import chat_messages, completion_from_response
 from rubricate.llm.settings import LLMSettings
 
@@ -96,7 +99,8 @@ class EmbeddedBackend(LLMBackend):
         (a service's shutdown, a test's platform) does not wait out a long background call."""
         """Held by the worker thread itself: a cancelled caller releases the asyncio lock,
         while its generation still runs to the end."""
-        self._grammars: dict[str, LlamaGrammar | None] = {}
+        self._grammars: dict[str, str | None] = {}
+        """GBNF grammars by JSON schema (None: the converter could not)."""
         self._formatter: Jinja2ChatFormatter | None = None
         self._first_tokens: dict[tuple[str, tuple[str, ...]], list[int]] = {}
         log.info(
@@ -158,34 +162,26 @@ class EmbeddedBackend(LLMBackend):
             "stop": list(params.stop) or None,
         }
         if params.json_schema is not None:
-            grammar = self._grammar(params.json_schema)
-            if grammar is not None:
-                kwargs["grammar"] = grammar
-            else:
-                kwargs["grammar"] = self._json_grammar()
+            gbnf = self._grammar(params.json_schema)
+            if gbnf is None:  # any JSON value, as `response_format={"type": "json_object"}`
+                from llama_cpp.llama_grammar import JSON_GBNF
+
+                gbnf = JSON_GBNF
+            kwargs["grammar"] = gbnf
         if params.logprobs:
             kwargs["logprobs"] = params.logprobs
         return kwargs
 
-    def _json_grammar(self) -> "LlamaGrammar":
-        """Any JSON value: what `response_format={"type": "json_object"}` constrains to."""
-        if "" not in self._grammars:
-            from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
-
-            self._grammars[""] = LlamaGrammar.from_string(JSON_GBNF, verbose=False)
-        grammar = self._grammars[""]
-        assert grammar is not None
-        return grammar
-
-    def _grammar(self, schema: dict[str, Any]) -> "LlamaGrammar | None":
+    def _grammar(self, schema: dict[str, Any]) -> str | None:
+        """The schema's GBNF grammar (converted once), None if the converter cannot."""
         key = json.dumps(schema, sort_keys=True)
         if key not in self._grammars:
-            from llama_cpp.llama_grammar import LlamaGrammar
+            from llama_cpp.llama_grammar import json_schema_to_gbnf
 
             # property order matters (the grammar fixes it): convert the unsorted schema
             text = json.dumps(enumerate_small_int_ranges(schema))
             try:
-                self._grammars[key] = LlamaGrammar.from_json_schema(text, verbose=False)
+                self._grammars[key] = json_schema_to_gbnf(text)
             except Exception as exc:  # the converter raises bare asserts and ValueErrors
                 log.warning(
                     "embedded.schema_unsupported title=%s error=%s: constraining to any JSON",
@@ -207,6 +203,8 @@ class EmbeddedBackend(LLMBackend):
                     # no template to render: llama-cpp-python's fallback chat format
                     if kwargs.get("logprobs"):
                         kwargs["top_logprobs"], kwargs["logprobs"] = kwargs["logprobs"], True
+                    if kwargs.get("grammar") is not None:
+                        kwargs["grammar"] = llama_grammar(kwargs["grammar"])
                     raw = llm.create_chat_completion(
                         messages=cast(Any, chat_messages(messages)), **kwargs
                     )
@@ -218,8 +216,16 @@ class EmbeddedBackend(LLMBackend):
                 kwargs["stopping_criteria"] = self._stop_when_closing()
                 reused = _shared_prefix(llm, prompt)
                 started = time.perf_counter()
-                completion = llm.create_completion(prompt=prompt, **kwargs)
-                response = chat_response(cast(dict[str, Any], completion))
+                gbnf = kwargs.pop("grammar", None)
+                if gbnf is not None and kwargs["temperature"] == 0 and not kwargs.get("logprobs"):
+                    completion = self._greedy(llm, prompt, gbnf, kwargs, reused)
+                else:
+                    if gbnf is not None:
+                        kwargs["grammar"] = llama_grammar(gbnf)
+                    completion = cast(
+                        dict[str, Any], llm.create_completion(prompt=prompt, **kwargs)
+                    )
+                response = chat_response(completion)
                 log.debug(
                     "embedded.call kind=generate prompt=%d reused=%d completion=%s seconds=%.2f",
                     len(prompt),
@@ -234,6 +240,51 @@ class EmbeddedBackend(LLMBackend):
             if self._closing.is_set():  # cut short: never a judgment
                 raise BackendRequestError("the embedded backend closed during the call")
         return response
+
+    def _greedy(
+        self, llm: "Llama", prompt: list[int], gbnf: str, kwargs: dict[str, Any], reused: int
+    ) -> dict[str, Any]:
+        """Greedy decoding under the grammar, likeliest tokens checked first
+        (`llm.greedy_grammar`), in llama-cpp-python's completion shape."""
+        from llama_cpp.llama_grammar import LLAMA_GRAMMAR_DEFAULT_ROOT
+
+        max_tokens = kwargs["max_tokens"]
+        if max_tokens is None or max_tokens <= 0:
+            max_tokens = self.n_ctx - len(prompt)
+        if len(prompt) + max_tokens > self.n_ctx:
+            max_tokens = self.n_ctx - len(prompt)
+        if max_tokens <= 0:
+            raise ValueError(
+                f"Requested tokens ({len(prompt)}) exceed context window of {self.n_ctx}"
+            )
+        decoded = decode_greedy(
+            llm,
+            prompt,
+            grammar=gbnf,
+            root=LLAMA_GRAMMAR_DEFAULT_ROOT,
+            max_tokens=max_tokens,
+            stop=kwargs["stop"] or [],
+            cached=reused,
+            cut_short=self._closing.is_set,
+        )
+        return {
+            "id": "cmpl-greedy",
+            "object": "text_completion",
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "text": decoded.text,
+                    "logprobs": None,
+                    "finish_reason": decoded.finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(decoded.tokens),
+                "total_tokens": len(prompt) + len(decoded.tokens),
+            },
+        }
 
     def _stop_when_closing(self) -> Any:
         from llama_cpp.llama import StoppingCriteriaList
@@ -385,6 +436,13 @@ def prompt_tokens(
         if text:
             tokens += llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
     return tokens
+
+
+def llama_grammar(gbnf: str) -> "LlamaGrammar":
+    """llama-cpp-python's grammar object for `gbnf` (its sampler chain's path)."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_string(gbnf, verbose=False)
 
 
 def _shared_prefix(llm: "Llama", tokens: Sequence[int]) -> int:
