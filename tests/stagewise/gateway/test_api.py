@@ -64,6 +64,11 @@ async def test_scores_a_group_end_to_end(running: Running) -> None:
     # for the group's answers, sent in one group call to the verifier)
     assert kinds.count("unit_kinds") == 1
     assert out["usage"]["calls"] == 5 and out["usage"]["prompt_tokens"] > 0
+    # a first group's buffer is empty: the generator still learns the request's persistent
+    # rubrics are in use, so it does not propose them again
+    generation = next(user for kind, user in running.backend.calls if kind == "stage_rubrics")
+    assert "Criteria already in use" in generation
+    assert "- [answer, positive] Names the unit mismatch" in generation
     assert out["timing"]["overhead_s"] <= out["timing"]["total_s"]
     # the buffer is readable through the gateway
     buf = await running.client.get(f"/v1/buffers/{out['question_id']}")

@@ -255,13 +255,18 @@ class StagewiseService:
         request = group.request
         if not request.evolve:
             return GenerationInfo(status="skipped"), [], None
+        # the request's persistent rubrics count as in use before the store has them, so
+        # the generator does not propose them again (a first group's buffer is empty)
+        existing = _flatten(buffer)
+        known = {r.id for r in existing}
+        existing += [r for r in _persistent(request) if r.id not in known]
         body = StageRubricsRequest(
             question=request.question,
             trajectories=[
                 StageTexts(id=r.id, stages=t)
                 for r, t in zip(request.rollouts, group.texts, strict=True)
             ],
-            existing=_flatten(buffer),
+            existing=existing,
         )
         try:
             out = await self.up.generator.call(STAGE_RUBRICS, body)
@@ -287,10 +292,7 @@ class StagewiseService:
         buffer (one store call, none when there is nothing to add); the buffer's rubrics
         after it. Sets `generation.new_rubric_ids`: the generated rubrics the buffer took."""
         request = group.request
-        persistent = [
-            make_rubric(stage="answer", spec=spec, origin="persistent", step=request.step)
-            for spec in request.persistent_rubrics
-        ]
+        persistent = _persistent(request)
         known = {r.id for r in _flatten(buffer)}
         if persistent or generated:
             body = AddRubricsRequest(
@@ -565,6 +567,14 @@ def _no_rubrics(
         field="evolve" if not request.evolve else None,
         usage=usage_out(usage),
     )
+
+
+def _persistent(request: StagewiseScoreRequest) -> list[Rubric]:
+    """The request's persistent rubrics (answer stage), as the buffer will hold them."""
+    return [
+        make_rubric(stage="answer", spec=spec, origin="persistent", step=request.step)
+        for spec in request.persistent_rubrics
+    ]
 
 
 def _flatten(buffer: BufferView) -> list[Rubric]:
