@@ -60,6 +60,11 @@ def test_a_short_label_opening_a_line_is_its_own_unit() -> None:
         ("Some historians claim that it fell in 1990.", "report"),
         ("It is not true that the wall fell in 1989.", "negate"),
         ("The claim that it fell in 1989 is a myth.", "negate"),
+        ("Whoever says it fell in 1990 is mistaken.", "negate"),
+        ("It fell in 1990, which is wrong.", "negate"),
+        ("It fell in 1990 (this is false).", "negate"),
+        ("The 1990 date is incorrect.", "negate"),
+        ("Berlin being the capital in 1990 is a misconception.", "negate"),
         ("This answer has been double-checked.", "meta"),
         ("Verified against the official source: correct and complete.", "meta"),
         ("The expected answer mentions 1989.", "meta"),
@@ -165,6 +170,12 @@ def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
         "The question of sovereignty was settled in 1990.",
         "The essential elements of a contract are offer, acceptance and consideration.",
         "Each claim was supported by various sources in 1990.",
+        # the demo's right answers (make demo, 2026-11-29): a predicate of falsity about a
+        # thing is a claim; a clause opened by a conjunction is no run of terms
+        "It was lost because software produced data in pound-force seconds rather than the "
+        "newton-seconds that navigation expected, so the trajectory was wrong.",
+        "The units were incorrect.",
+        "while JPL's navigation software expected newton-seconds [1].",
     ],
 )
 def test_plain_claims_have_no_cue(text: str) -> None:

@@ -516,12 +516,36 @@ _HEDGE = _words(
 _NEGATE = _words(r"not", r"no", r"never", r"none", r"neither", r"nor", r"nobody", r"nothing")
 _NEGATE_CONTRACTED = re.compile(
     r"\w+n['’]t\b|\bcannot\b|\b(?:false|untrue)\s+that\b"
-    # a denial by predicate: "whoever says A is mistaken", "that A is a myth"
-    r"|\b(?:is|are|was|were|be|been)\s+(?:(?:simply|plainly|clearly)\s+)?(?:wrong|mistaken|false|"
-    r"incorrect|untrue|erroneous|a\s+myth|a\s+misconception|debunked|disproved|refuted|"
-    r"discredited|fabricated|fictional|made\s+up)\b"
     r"|\b(?:wrongly|falsely|mistakenly|erroneously)\b|\bfar\s+from\b|\b(?:hardly|scarcely)\b",
     re.I,
+)
+# a denial by predicate: "whoever says A is mistaken", "that A is a myth", "A. This is
+# false": the predicate denies a proposition (`_PROPOSITION_SUBJECT`); of a thing it is a
+# claim like any other ("the trajectory was wrong", "the units were incorrect")
+_FALSE_PREDICATE = re.compile(
+    r"\b(?:is|are|was|were|be|been)\s+(?:(?:simply|plainly|clearly)\s+)?(?:wrong|mistaken|false|"
+    r"incorrect|untrue|erroneous|a\s+myth|a\s+misconception|debunked|disproved|refuted|"
+    r"discredited|fabricated|fictional|made\s+up)\b",
+    re.I,
+)
+# the predicate's subject is a proposition: a deictic or a noun naming a proposition or a
+# text right before the copula, a subject clause (a complementizer, a verb of saying or
+# believing, "whoever"/"anyone who", a gerund "being" before it), or a value
+_PROPOSITION_SUBJECT = re.compile(
+    r"(?:\b(?:this|that|it|which|these|those|above|below|so|all\s+(?:of\s+)?(?:this|that)|"
+    r"claims?|statements?|ideas?|notions?|beliefs?|views?|assertions?|assumptions?|premises?|"
+    r"stor(?:y|ies)|accounts?|reports?|rumou?rs?|myths?|answers?|versions?|theor(?:y|ies)|"
+    r"sentences?|lines?|points?|parts?|facts?|figures?\s+above|one|both|either|neither)"
+    r"[\s,)\]\"'’”]*$)"
+    r"|\b(?:that|whoever|whatever|anyone\s+who|anybody\s+who|those\s+who|people\s+who|"
+    r"says?|said|saying|claims?|claimed|claiming|thinks?|thought|believes?|believed|suggests?|"
+    r"suggested|holds?|held|insists?|insisted|being)\b"
+    # a value as the subject ("the 1989 date is wrong", "8,849 m is incorrect")
+    r"|\d",
+    re.I,
+)
+_CLAUSE_BOUNDARY = re.compile(
+    r"[;:(]|,(?!\d)|\s[-–—]\s|\b(?:so|and|but|because|while|whereas|although|though|since)\b", re.I
 )
 # negators that do not deny the clause's content ("not only", "not until 1995", "no fewer
 # than", "none other than", "No. 5"): removed before looking for a negator
@@ -616,7 +640,24 @@ _EXEMPLIFIES = re.compile(
     r"\b(?:including|namely|such\s+as|especially|notably|in\s+particular)\b", re.I
 )
 # function words: a unit with none of them is a list of terms, not a sentence
-_FUNCTION_WORDS: Final = STOP_WORDS - {"no", "not"}
+_FUNCTION_WORDS: Final = (STOP_WORDS - {"no", "not"}) | {
+    # subordinating conjunctions relate clauses as function words do ("while the software
+    # expected newton-seconds" is a clause, not a run of terms)
+    "while",
+    "whilst",
+    "whereas",
+    "because",
+    "although",
+    "though",
+    "since",
+    "unless",
+    "until",
+    "after",
+    "before",
+    "yet",
+    "whether",
+    "once",
+}
 _LIST_ITEM = re.compile(
     # a comma with no space separates items too, except inside a number (8,849)
     r"\s*[,;]\s+|(?<!\d)[,;](?=\S)|[,;](?=[^\d\s])|\s*[/|•·]\s*|\s+(?:[+→>»]|->)\s+"
@@ -696,6 +737,11 @@ def _denies(text: str) -> str:
         m := _NEGATE_CONTRACTED.search(plain)
     ) is not None:
         return m.group(0)
+    for m in _FALSE_PREDICATE.finditer(plain):
+        # the predicate's own clause: from the last clause boundary before it
+        clause = _CLAUSE_BOUNDARY.split(plain[: m.start()])[-1]
+        if _PROPOSITION_SUBJECT.search(clause):
+            return m.group(0)
     return ""
 
 
