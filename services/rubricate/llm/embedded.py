@@ -213,13 +213,13 @@ class EmbeddedBackend(LLMBackend):
                 prompt = prompt_tokens(llm, formatter, messages)
                 eos = [formatter.eos_token] if formatter.eos_token else []
                 kwargs["stop"] = [*(kwargs["stop"] or []), *eos]
-                kwargs["stopping_criteria"] = self._stop_when_closing()
                 reused = _shared_prefix(llm, prompt)
                 started = time.perf_counter()
                 gbnf = kwargs.pop("grammar", None)
                 if gbnf is not None and kwargs["temperature"] == 0 and not kwargs.get("logprobs"):
                     completion = self._greedy(llm, prompt, gbnf, kwargs, reused)
                 else:
+                    kwargs["stopping_criteria"] = self._stop_when_closing()
                     if gbnf is not None:
                         kwargs["grammar"] = llama_grammar(gbnf)
                     completion = cast(
@@ -248,15 +248,13 @@ class EmbeddedBackend(LLMBackend):
         (`llm.greedy_grammar`), in llama-cpp-python's completion shape."""
         from llama_cpp.llama_grammar import LLAMA_GRAMMAR_DEFAULT_ROOT
 
-        max_tokens = kwargs["max_tokens"]
-        if max_tokens is None or max_tokens <= 0:
-            max_tokens = self.n_ctx - len(prompt)
-        if len(prompt) + max_tokens > self.n_ctx:
-            max_tokens = self.n_ctx - len(prompt)
-        if max_tokens <= 0:
+        room = self.n_ctx - len(prompt)  # llama-cpp-python's budget: what the context holds
+        if room <= 0:
             raise ValueError(
                 f"Requested tokens ({len(prompt)}) exceed context window of {self.n_ctx}"
             )
+        wanted = kwargs["max_tokens"]  # None or <= 0: up to the context, as llama-cpp-python
+        max_tokens = room if wanted is None or wanted <= 0 else min(wanted, room)
         decoded = decode_greedy(
             llm,
             prompt,
