@@ -220,3 +220,24 @@ async def test_a_groups_answers_are_read_in_one_call() -> None:
     assert second is not None and "official record" not in sheet_prompts(backend)[1]
     assert third is not None and third[0].refused  # asserts nothing: the floor, no call
     assert len(sheet_prompts(backend)) == 2
+
+
+async def test_in_the_choices_design_a_floor_carries_its_expected_score() -> None:
+    """The choices design gives every judgment an expected score (stage scores use it when
+    present); a floor decided with no judge call is no exception: its expected score is the
+    floor itself, 0 for a positive rubric not met, 2 for a negative one fully shown."""
+
+    class FakeChoices(FakeJudgeBackend):
+        supports_choice_scoring = True
+
+    backend = FakeChoices()
+    tasks = TaskSettings(scoring_design="choices", unit_reading="cues")
+    svc = StageScoringService(backend=backend, tasks=tasks, llm=LLM)
+    out = await svc.stage_scores(request(":", DATE, FLAW))  # asserts nothing
+    date, flaw = out.judgments
+    assert (date.score, date.expected_score) == (0, 0.0) and date.refused
+    assert (flaw.score, flaw.expected_score) == (2, 2.0)
+    padding = "Berlin's history is a fascinating topic."  # the rubric's date nowhere
+    (date,) = (await svc.stage_scores(request(padding, DATE))).judgments
+    assert (date.score, date.expected_score) == (0, 0.0) and "1989" in (date.refused or "")
+    assert backend.calls == []

@@ -312,15 +312,18 @@ def refused(judgment: Judgment, why: str) -> Judgment:
     )
 
 
-def floor_judgment(rubric: Rubric, why: str) -> Judgment:
+def floor_judgment(rubric: Rubric, why: str, *, expected: bool) -> Judgment:
     """The floor, with no judge call: a positive rubric not met, a negative one fully shown
-    (for an answer that asserts nothing: a master key is worth nothing)."""
+    (for an answer that asserts nothing: a master key is worth nothing). With `expected`
+    (the choices design, whose judgments all carry an expected score) the expected score is
+    the floor itself: decided, not estimated."""
     score = SCORE_MAX if rubric.polarity == "negative" else SCORE_MIN
     return Judgment(
         rubric_id=rubric.id,
         stage=rubric.stage,
         score=score,
         justification=why,
+        expected_score=float(score) if expected else None,
         refused=why if rubric.polarity == "positive" else None,
     )
 

@@ -92,15 +92,18 @@ class StageScoringService(TaskService):
             for stage, text in request.stages.items()
             if text is not None and manipulation_markers(text)
         }
+        expected = self.design == "choices"  # its judgments all carry an expected score
         floored: dict[str, Judgment] = {
-            r.id: stage_scoring.floor_judgment(r, stage_scoring.WITHHELD)
+            r.id: stage_scoring.floor_judgment(r, stage_scoring.WITHHELD, expected=expected)
             for r in request.rubrics
             if r.stage in withheld
         }
         rubrics = [r for r in request.rubrics if r.id not in floored]
         if answer_units is not None and not answer_units.has_assertion:
             floored |= {
-                r.id: stage_scoring.floor_judgment(r, stage_scoring.NO_ASSERTION)
+                r.id: stage_scoring.floor_judgment(
+                    r, stage_scoring.NO_ASSERTION, expected=expected
+                )
                 for r in rubrics
                 if r.stage == "answer"
             }
@@ -112,7 +115,7 @@ class StageScoringService(TaskService):
                 if r.stage == "answer" and r.polarity == "positive":
                     why = ungrounded(r.description, answer_units)
                     if why:
-                        floored[r.id] = stage_scoring.floor_judgment(r, why)
+                        floored[r.id] = stage_scoring.floor_judgment(r, why, expected=expected)
             rubrics = [r for r in rubrics if r.id not in floored]
         judged: list[Judgment] = []
         if rubrics:
