@@ -101,9 +101,7 @@ class StageScoringService(TaskService):
         rubrics = [r for r in request.rubrics if r.id not in floored]
         if answer_units is not None and not answer_units.has_assertion:
             floored |= {
-                r.id: stage_scoring.floor_judgment(
-                    r, stage_scoring.NO_ASSERTION, expected=expected
-                )
+                r.id: stage_scoring.floor_judgment(r, stage_scoring.NO_ASSERTION, expected=expected)
                 for r in rubrics
                 if r.stage == "answer"
             }
