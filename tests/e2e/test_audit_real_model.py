@@ -1,6 +1,10 @@
 """End to end on the real embedded model as both judges (slow): the live judge scores a
 group with the `choices` design, the audit re-scores it with the same model and the
-`generate` design (the embedded default reference, docs/audit.md)."""
+`generate` design (the embedded default reference, docs/audit.md).
+
+The group is scored on its persistent rubrics alone (`evolve: false`): rubric generation on
+the real model is tested in test_stagewise_real_model.py and the demo; here it made the
+audit re-score ~19 rubrics per rollout with written justifications, 1,184 s of CI's suite."""
 
 import asyncio
 import time
@@ -15,11 +19,10 @@ from rubricate.embedded import SERVICES, EmbeddedPlatform
 
 pytestmark = [pytest.mark.model, pytest.mark.audit]
 
-AUDIT_WAIT_S = 1200
-"""136–350 s alone on an idle 2-core machine (a choices scoring with rubric generation, then
-the audit's generate-design re-scoring); in `make test` it shares the cores with the other
-xdist workers and took more than the suite's 600 s per-test limit on CI, where the limit's
-os._exit showed only as a crashed worker. It gets a limit of its own above its wait."""
+AUDIT_WAIT_S = 600
+"""37 s alone on an idle 2-core machine (2026-11-29, persistent rubrics only); in `make test`
+it shares the cores with the other xdist workers. A limit of its own above its wait: the
+suite's per-test limit ends in os._exit, which shows only as a crashed worker."""
 
 
 @pytest.mark.timeout(AUDIT_WAIT_S + 300)
@@ -28,6 +31,7 @@ async def test_the_embedded_model_audits_itself_with_the_other_design(tmp_path: 
     by_id = {r["id"]: r for r in group["rollouts"]}
     group["rollouts"] = [by_id["thorough"], by_id["wrong"]]
     group["step"] = 0
+    group["evolve"] = False
     platform = EmbeddedPlatform(data_dir=tmp_path, ports=dict.fromkeys(SERVICES, 0))
     async with (
         platform,
