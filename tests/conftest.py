@@ -7,7 +7,10 @@ pytest session: its own PostgreSQL database already (a fresh one per session), a
 own Redis databases, because the tests flush theirs (`tests/support/parallel`). Every test
 that needs the real model runs on one worker, one after the other, starting first
 (`parallel.ModelTestsTogether`): two model tests at once on two cores would only slow each
-other down. The other tests are scheduled a file at a time.
+other down. The other tests are scheduled a file at a time. Under xdist the real-model tests
+run llama.cpp on one thread and every other test's worker lowers its priority
+(`parallel.yield_cpu`, `parallel.model_threads`): the model's threads otherwise wait on each other whenever another
+process holds a core.
 
 A real-model test runs without the audit unless it is marked `audit`: the audit re-scores a
 question's first group in the background with the same model and the other design (about
@@ -40,14 +43,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = model + [item for item in items if id(item) not in chosen]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("model") is None:
+        parallel.yield_cpu()
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return parallel.ModelTestsTogether(config, log)
 
 
 @pytest.fixture(autouse=True)
-def _audit_only_where_tested(
+def _real_model_test_settings(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     node = request.node
     if node.get_closest_marker("model") and not node.get_closest_marker("audit"):
         monkeypatch.setenv("RUBRICATE_AUDIT_ENABLED", "false")
+    if node.get_closest_marker("model") and (threads := parallel.model_threads()):
+        monkeypatch.setenv("RUBRICATE_LLM_N_THREADS", threads)

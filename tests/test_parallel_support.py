@@ -24,3 +24,19 @@ def test_outside_xdist_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     assert os.environ["RUBRICATE_TEST_REDIS_URL"] == "redis://127.0.0.1:6379/9"
+
+
+def test_real_model_tests_get_one_llama_thread_under_xdist_unless_the_run_sets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    monkeypatch.delenv("RUBRICATE_LLM_N_THREADS", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    niceness = os.nice(0)
+    parallel.yield_cpu()  # outside xdist: nothing
+    assert os.nice(0) == niceness and parallel.model_threads() is None
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    assert parallel.model_threads() == "1"
+    monkeypatch.setenv("RUBRICATE_LLM_N_THREADS", "2")
+    assert parallel.model_threads() is None

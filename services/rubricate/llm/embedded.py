@@ -84,6 +84,7 @@ class EmbeddedBackend(LLMBackend):
                 model_path=str(model_path),
                 n_ctx=n_ctx,
                 n_threads=n_threads,
+                n_threads_batch=n_threads,  # prompt reading too (llama-cpp-python: all cores)
                 logits_all=logprobs,
                 verbose=False,
             )
