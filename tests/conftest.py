@@ -9,8 +9,8 @@ that needs the real model runs on one worker, one after the other, starting firs
 (`parallel.ModelTestsTogether`): two model tests at once on two cores would only slow each
 other down. The other tests are scheduled a file at a time. Under xdist the real-model tests
 run llama.cpp on one thread and every other test's worker lowers its priority
-(`parallel.yield_cpu`, `parallel.model_threads`): the model's threads otherwise wait on each other whenever another
-process holds a core.
+(`parallel.yield_cpu`, `parallel.model_threads`): the model's threads otherwise wait on
+each other whenever another process holds a core.
 
 A real-model test runs without the audit unless it is marked `audit`: the audit re-scores a
 question's first group in the background with the same model and the other design (about
