@@ -350,3 +350,33 @@ async def test_a_draining_replica_hands_over_what_gathers_and_answers_what_it_sc
     assert len(scoring.batches) == 1
     await a.aclose()
     await b.aclose()
+
+
+class JoinsNever(RedisRendezvousStore):
+    """Every join fails as in a Redis outage."""
+
+    joins = 0
+
+    async def join(self, group: str, **kwargs: object) -> Joined:
+        self.joins += 1
+        raise ConnectionError("Redis is down")
+
+
+async def test_a_join_through_an_outage_gives_up_before_its_callers_deadline(
+    server: PersistentRedis,
+) -> None:
+    """Through an outage a join is tried again for `outage_s` (60 s here), but never past the
+    deadline its caller sent (X-Rubricate-Deadline): the caller gets the retryable error
+    while it still listens, not a hold it has stopped waiting for."""
+    from rubricate.common.deadlines import deadline_scope
+    from rubricate.common.rendezvous import RendezvousError
+
+    store = JoinsNever(server.url, retention_s=RETENTION_S, timeout_s=1.0)
+    rv = Rendezvous(store, retention_s=RETENTION_S, wait_s=30.0, lease_s=2.0, outage_s=60.0)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with deadline_scope(2.0), pytest.raises(RendezvousError, match="Redis is down"):
+        await rv.gather("g", entries("a"), expected=2, window_s=60, score=GatedJudge())
+    assert loop.time() - began < 2.0  # gave up before the deadline, with its margin
+    assert store.joins >= 3  # tried again meanwhile (0.1, 0.2, 0.4 s apart)
+    await rv.aclose()

@@ -33,7 +33,7 @@ Waiting costs nothing per caller: nobody polls.
   `wait_s`.
 - No instance is orphaned by a store outage (issue 33). Every store call is tried again
   through an outage: a join or a watch for `outage_s` (then its callers get a
-  `RendezvousError`, a retryable 503), a leader for its instance's lifetime, keeping the
+  `RendezvousError`, a retryable 503; a join no longer than its caller's deadline allows), a leader for its instance's lifetime, keeping the
   results it scored (published once the store answers, never scored again). A join whose
   answer was lost is tried again and finds the instance it opened: it leads it. A leader that
   gives up resigns its lease as soon as the store answers, and a resignation signals the
@@ -67,7 +67,7 @@ from typing import Any, Final, TypeVar
 
 from redis.exceptions import RedisError
 
-from rubricate.common.deadlines import deadline_scope
+from rubricate.common.deadlines import deadline_scope, time_left
 from rubricate.common.metrics import GROUP_WAITERS
 from rubricate.common.redis_client import CancellableRedis, redis_client
 
@@ -81,6 +81,9 @@ FAILURE_TTL_S: Final = 60.0
 """How long a failed scoring stays visible to the callers still waiting on it."""
 RETRY_FIRST_S: Final = 0.1
 RETRY_MAX_S: Final = 1.0
+DEADLINE_MARGIN_S: Final = 0.5
+"""A caller's join stops trying through an outage this long before its deadline
+(`X-Rubricate-Deadline`), so that it gets the retryable 503 while it still listens."""
 """Pauses between the tries of a store call through an outage (doubling from the first)."""
 SIGNAL_MEMORY_S: Final = 3600.0
 """How long a replica remembers that an instance was signalled (a caller that registers just
@@ -1115,6 +1118,12 @@ class Rendezvous:
                 self._claims_from = max(self._claims_from, time.monotonic() + self.lease_s)
             return out
 
+    def _hold_s(self) -> float:
+        """How long the caller's own store calls try again through an outage: `outage_s`,
+        and never past the caller's deadline (less a margin to answer in)."""
+        left = time_left()
+        return self.outage_s if left is None else min(self.outage_s, left - DEADLINE_MARGIN_S)
+
     def _may_claim(self) -> tuple[bool, float]:
         """Whether a watch may claim a lapsed lease now, else in how many seconds (a
         draining replica never does: it hands its groups over)."""
@@ -1156,7 +1165,7 @@ class Rendezvous:
                 )
 
             try:
-                joined = await self._store_call("join", join, for_s=self.outage_s)
+                joined = await self._store_call("join", join, for_s=self._hold_s())
             except (RedisError, OSError):
                 # the join may have run and its answer been lost: if it opened `instance`,
                 # its lease names `owner` and nobody leads it; give it up once the store
