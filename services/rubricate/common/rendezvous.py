@@ -34,7 +34,8 @@ Waiting costs nothing per caller: nobody polls.
 - No instance is orphaned by a store outage (issue 33). Every store call is tried again
   through an outage: a join or a watch for `outage_s` (then its callers get a
   `RendezvousError`, a retryable 503; a join no longer than its caller's deadline allows),
-  a leader for its instance's lifetime, keeping the results it scored (published once the store answers, never scored again). A join whose
+  a leader for its instance's lifetime, keeping the results it scored (published once the
+  store answers, never scored again). A join whose
   answer was lost is tried again and finds the instance it opened: it leads it. A leader that
   gives up resigns its lease as soon as the store answers, and a resignation signals the
   instance, so a watch takes over at once. After an outage no lease is claimed for a whole
