@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from rubricate.llm.model_files import locate_smollm2
+from tests.support import parallel
 
 try:
     import llama_cpp  # noqa: F401
@@ -66,7 +67,10 @@ def llama_server(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -
                 "--n_ctx",
                 str(LLAMA_SERVER_N_CTX),
                 "--n_threads",
-                "2",
+                # one under xdist: its worker runs niced beside the real-model tests, and two
+                # threads wait on each other at every barrier when one is held off its core
+                # (60 s timeouts in `make test`, tests/support/parallel.py)
+                "1" if parallel.worker_number() is not None else "2",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

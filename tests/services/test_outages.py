@@ -218,7 +218,8 @@ async def test_redis_restarted_under_keyed_load(
     a reset connection or a 500); a trainer retrying on 503 with the same key ends with one
     result; after the lease no key is left pending. Since issue 33 the middleware holds a
     keyed request through a short outage instead of answering 503 at once, so the outage is
-    seen in its log (`idempotency.store_unreachable`), not necessarily in a status."""
+    seen in its log (`idempotency.store_unreachable`, or `idempotency.put_failed` for a result
+    written during it), not necessarily in a status."""
     import redis as sync_redis
 
     lease_s = 2.0
@@ -276,9 +277,11 @@ async def test_redis_restarted_under_keyed_load(
 
         assert not broken, broken[:5]
         assert statuses and set(statuses) <= {200, 503}, sorted(set(statuses))
-        unreachable = [
-            r for r in caplog.records if "idempotency.store_unreachable" in r.getMessage()
-        ]
+        # the outage reached the idempotency store: a call found it unreachable, or a result
+        # written during it was kept to write later (how it shows when the requests in flight
+        # were past their claim: a slow machine), or a request was answered 503
+        seen = ("idempotency.store_unreachable", "idempotency.put_failed")
+        unreachable = [r for r in caplog.records if r.getMessage().startswith(seen)]
         assert unreachable or 503 in statuses, "the outage was not seen: the test is broken"
         assert finished and set(finished.values()) == {200}
 
