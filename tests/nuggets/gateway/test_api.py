@@ -310,7 +310,7 @@ async def test_lexical_prior_setting(
     platform = EmbeddedPlatform(
         data_dir=tmp_path, ports=dict.fromkeys(SERVICES, 0), llm=fast_llm(), backend=backend
     )
-    async with platform, httpx.AsyncClient(base_url=platform.urls["gateway"]) as client:
+    async with platform, httpx.AsyncClient(base_url=platform.urls["gateway"], timeout=30) as client:
         r = await client.post("/v1/nuggets/verify", json=body())
     assert r.status_code == 200, r.text
     assert [n["label"] for n in r.json()["nuggets"]] == labels
