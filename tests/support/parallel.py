@@ -7,8 +7,8 @@ the real-model tests run one after the other on the first worker while the other
 rest. xdist's own `--dist loadgroup` would do this with `xdist_group` marks, but its
 grouping rewrites `item._nodeid`, which pytest 9 no longer reads: the marks were ignored.
 
-CPU (`yield_cpu`, `model_threads`): the real model is the suite's longest run, and under contention
-llama.cpp's threads wait on each other at every barrier (a 25 s test took 64 s beside two
+CPU (`yield_cpu`, `model_threads`): the real model is the suite's longest run, and under
+contention llama.cpp's threads wait on each other at every barrier (a 25 s test took 64 s beside two
 busy processes). So under xdist a worker lowers its own priority (nice 10, once, inherited
 by the services and trainers it starts) before its first test that is not a real-model
 test, and the real-model tests run llama.cpp on one thread (`RUBRICATE_LLM_N_THREADS=1`

@@ -82,10 +82,10 @@ FAILURE_TTL_S: Final = 60.0
 """How long a failed scoring stays visible to the callers still waiting on it."""
 RETRY_FIRST_S: Final = 0.1
 RETRY_MAX_S: Final = 1.0
+"""Pauses between the tries of a store call through an outage (doubling from the first)."""
 DEADLINE_MARGIN_S: Final = 0.5
 """A caller's join stops trying through an outage this long before its deadline
 (`X-Rubricate-Deadline`), so that it gets the retryable 503 while it still listens."""
-"""Pauses between the tries of a store call through an outage (doubling from the first)."""
 SIGNAL_MEMORY_S: Final = 3600.0
 """How long a replica remembers that an instance was signalled (a caller that registers just
 after the signal still sees it)."""
