@@ -58,7 +58,9 @@ def _real_model_test_settings(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     node = request.node
-    if node.get_closest_marker("model") and not node.get_closest_marker("audit"):
+    if node.get_closest_marker("model") is None:
+        return
+    if not node.get_closest_marker("audit"):
         monkeypatch.setenv("RUBRICATE_AUDIT_ENABLED", "false")
-    if node.get_closest_marker("model") and (threads := parallel.model_threads()):
+    if threads := parallel.model_threads():
         monkeypatch.setenv("RUBRICATE_LLM_N_THREADS", threads)

@@ -35,16 +35,16 @@ Waiting costs nothing per caller: nobody polls.
   through an outage: a join or a watch for `outage_s` (then its callers get a
   `RendezvousError`, a retryable 503; a join no longer than its caller's deadline allows),
   a leader for its instance's lifetime, keeping the results it scored (published once the
-  store answers, never scored again). A join whose
-  answer was lost is tried again and finds the instance it opened: it leads it. A leader that
-  gives up resigns its lease as soon as the store answers, and a resignation signals the
-  instance, so a watch takes over at once. After an outage no lease is claimed for a whole
-  lease (live replicas renew the liveness that lapsed meanwhile, three times over at their
-  `lease_s / 3` period, however loaded the machine; the signal listener renews
-  its own before it wakes every local waiter to re-check: signals sent while it was away are
-  lost). A scoring that failed is delivered to its callers as a failure and keeps its entries:
-  a retry of one of its samples scores the same group again at once (not a new group that
-  waits for its window), and the first results published stand.
+  store answers, never scored again). A join whose answer was lost is tried again and finds
+  the instance it opened: it leads it. A leader that gives up resigns its lease as soon as
+  the store answers, and a resignation signals the instance, so a watch takes over at once.
+  After an outage no lease is claimed for a whole lease (live replicas renew the liveness
+  that lapsed meanwhile, three times over at their `lease_s / 3` period, however loaded the
+  machine; the signal listener renews its own before it wakes every local waiter to
+  re-check: signals sent while it was away are lost). A scoring that failed is delivered to
+  its callers as a failure and keeps its entries: a retry of one of its samples scores the
+  same group again at once (not a new group that waits for its window), and the first
+  results published stand.
 - The scoring runs in a task of its own: a caller that goes away (a closed connection) does
   not cancel it, so its retry is answered from the result.
 - A replica that shuts down hands the instances it gathers over (`drain`), when another
