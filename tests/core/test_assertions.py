@@ -225,6 +225,93 @@ def test_a_unit_that_only_retracts_the_clause_before_gives_it_its_kind() -> None
     assert len(split_units("He lived at No. 5 Downing Street.")) == 1
 
 
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        # an expletive frame that does not assert its clause (round 3: the structure, not
+        # the word: any frame but one of truth, knowledge, evidence, salience or necessity)
+        ("It's conceivable that the wall fell in 1989.", "hedge"),
+        ("It could well be that the wall fell in 1989.", "hedge"),
+        ("There's a case to be made that the wall fell in 1989.", "hedge"),
+        ("It seems fair to think that the wall fell in 1989.", "hedge"),
+        # a probability as the subject, whatever its predicate
+        ("Chances seem decent that the wall fell in 1989.", "hedge"),
+        ("Odds favour the wall having fallen in 1989.", "hedge"),
+        # what others would hold
+        ("Some would place the fall of the wall in 1989.", "report"),
+        # the author's own knowledge as a segment of the sentence, whatever it says
+        ("The wall fell in 1989, unless my memory fails me.", "hedge"),
+        ("As far as I know, the wall fell in 1989.", "hedge"),
+        ("Best I can tell, the wall fell in 1989.", "hedge"),
+        ("The wall fell in 1989 or thereabouts, I'd wager.", "hedge"),
+        ("The wall fell in 1989, I'm sure.", "hedge"),
+        # the author-as-answerer and a response with an adjective saying something
+        ("Ideally one mentions that the wall fell in 1989.", "meta"),
+        ("Students typically write that the wall fell in 1989.", "meta"),
+        ("A strong response states the wall fell in 1989.", "meta"),
+        ("Double-checked and accurate.", "meta"),
+        # a proposition called a falsehood with an adjective
+        ("The wall falling in 1989 is pure fiction.", "negate"),
+    ],
+)
+def test_structure_decides_where_commitment_is_in_question(text: str, kind: str) -> None:
+    assert (cue_kind(text) or (None, ""))[0] == kind
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # frames that assert their clause, and clefts, stay claims
+        "It is well established that the wall fell in 1989.",
+        "It is important to note that the wall fell in 1989.",
+        "It turns out that the wall fell in 1989.",
+        "It was in 1989 that the wall fell.",
+        "It was the crowds that opened the gates.",
+        "There is strong evidence that the wall fell in 1989.",
+        "There is no question that the wall fell in 1989.",
+        # a probability named with its complement is a claim about it
+        "The likelihood of rain in Berlin is low in November.",
+        # a segment with the first person and content of the subject is no qualifier
+        "As I travelled through Berlin in 1989, the wall fell.",
+        "In my experience, the wall is the city's most visited site.",
+        "The response of the government came in 1989.",
+    ],
+)
+def test_structure_leaves_plain_and_committed_claims_alone(text: str) -> None:
+    assert cue_kind(text) is None
+
+
+def test_a_clause_that_withholds_commitment_qualifies_the_claims_it_speaks_of() -> None:
+    # after the claim, in its sentence or the next, with nothing of the subject in it
+    assert [k for k, _ in kinds("The wall fell in 1989, though I could be wrong.")] == [
+        "hedge",
+        "hedge",
+    ]
+    assert [k for k, _ in kinds("The wall fell in 1989. That's my guess anyway.")] == [
+        "hedge",
+        "hedge",
+    ]
+    # with a plural anaphor, every claim of its paragraph before it
+    text = (
+        "One reading: the wall fell in 1989. Another: it fell in 1991. I can't decide between them."
+    )
+    assert [k for k, _ in kinds(text)] == ["meta", "hedge", "hedge", "negate"]
+    text = "The wall fell in 1989.\n\nThe gates opened. I can't decide between them."
+    assert kinds(text)[0][0] is None
+    # before the claim it concedes, in one sentence
+    assert [k for k, _ in kinds("Nobody knows for sure, but the wall fell in 1989.")] == [
+        "negate",
+        "hedge",
+    ]
+    # a denial with content of its own retracts nothing
+    assert [k for k, _ in kinds("The wall fell in 1989. It did not fall in 1961.")] == [
+        None,
+        "negate",
+    ]
+    # a label whose own words hedge governs its line
+    assert [k for k, _ in kinds("My best guess: the wall fell in 1989.")] == ["hedge", "hedge"]
+
+
 def test_units_under_a_label_about_the_answer_key_are_quoted_until_a_blank_line() -> None:
     text = (
         "The expected answer is: The wall fell in 1989. Crowds crossed.\n\nThe wall fell in 1961."

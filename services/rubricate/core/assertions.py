@@ -357,7 +357,14 @@ _ASKED = re.compile(
 )
 _ANSWERER = re.compile(
     r"\b(?:anyone|whoever|someone|everyone|students?|respondents?|candidates?|writers?|you)\s+"
-    r"(?:\w+\s+)?(?:answering|responding|replying|attempting|tackling)\b",
+    r"(?:\w+\s+)?(?:answering|responding|replying|attempting|tackling)\b"
+    # the one who answers, generic or by role, saying something: what an answer says, not
+    # the author's claim ("Ideally one mentions that A", "Students typically write that A")
+    r"|(?:^|\b(?:ideally|usually|typically|normally|generally)\s+)(?:one|you)\s+(?:\w+\s+)?"
+    + _SAYING_VERB
+    + r"(?:s|es)?\b"
+    r"|\b(?:students?|respondents?|candidates?|writers?|answerers?|test[- ]takers?|pupils?|"
+    r"examinees?)\s+(?:\w+\s+)?" + _SAYING_VERB + r"(?:s|es)?\b",
     re.I,
 )
 _NUMBERED_CRITERION = re.compile(
@@ -393,6 +400,163 @@ _WITHDRAWN = re.compile(
 to it"), with a hedge or negator in the same unit."""
 
 
+# --- commitment (round 3, 2026-11-29): where the author's commitment is in question --------
+#
+# Three rounds of closed classes of hedges each held the forms they named and leaked on the
+# next ("it's conceivable that A", "A, unless my memory fails me", "My best guess: A",
+# "A. That's my guess anyway."). The rules below look at the *structure* that carries
+# commitment instead: what governs a clause, and what a clause with nothing of the subject in
+# it does to the claims around it. They default to no credit where the structure leaves the
+# author's commitment open, so a new wording of a hedge lands on the safe side; a plain
+# assertion is unaffected.
+
+_KNOWING: Final = frozenset(
+    content_words(
+        # the author's state of knowledge, memory, certainty and choice: the vocabulary a
+        # clause uses to talk about whether the author vouches for a claim
+        "know knew known knowing knowledge sure certain certainty confident confidence "
+        "doubt doubts guess guessing guessed bet betting wager gamble hunch instinct gut "
+        "decide decided deciding choose choosing chose pick picked tell telling told say "
+        "saying said recall recalling recalled remember remembering remembered memory "
+        "mistaken mistake mistakes wrong right correct incorrect confirm confirmed verify "
+        "verified vouch swear prove proof back hold quote commit committed idea clue "
+        "believe believed think thought reckon suppose supposed suspect imagine sense "
+        "feeling impression opinion view estimate fail fails failing serve serves "
+        "far best least unsure uncertain unclear positive promise settle settled press "
+        "pressed push pushed honest honestly really frankly anyway though although "
+        "thereabout thereabouts either neither way between one ones am sort kind "
+        "judge sound unless"
+    )
+) | {
+    "i",
+    "we",
+    "that",
+    "it",
+    "there",
+    "what",
+    "here",
+    "can",
+    "don",
+    "won",
+    "couldn",
+    "wouldn",
+    "didn",
+    "doesn",
+    "isn",
+    "wasn",
+    "aren",
+    "haven",
+    "hasn",
+    "shouldn",
+    "nobody",
+    "anybody",
+    "anyone",
+    "someone",
+    "somebody",
+    "everyone",
+    "everybody",
+}
+"""Stems of the vocabulary of knowing (certainty, memory, belief, choice, betting) and the
+fillers around it: a clause whose content words are all here says nothing of the subject,
+only how far the author stands behind what is said around it."""
+_FIRST_PERSON = re.compile(r"\b(?:I|me|my|mine|myself|we|us|our|ours)\b(?:['’](?:d|m|ve|ll))?")
+_PLURAL_ANAPHOR = re.compile(
+    r"\b(?:them|these|those|both|either|neither|all\s+(?:of\s+)?(?:them|these|this)|"
+    r"which|any\s+of)\b",
+    re.I,
+)
+_SEGMENT = re.compile(r"\s*(?:[,;()\[\]]|\s[-–—]\s|[–—])\s*")
+
+
+def _about_commitment(text: str) -> bool:
+    """Whether `text` says nothing of the subject, only how far the author stands behind
+    what is said around it: no name or number, and every content word one of knowing."""
+    if re.search(r"\d", text):
+        return False
+    words = content_words(text)
+    return bool(_WORD_RE.search(text)) and words <= _KNOWING
+
+
+_WORD_RE = re.compile(r"[^\W\d_]", re.U)
+
+
+def _qualified(text: str) -> str:
+    """The segment of `text` (split at commas, dashes, brackets) in which the author speaks
+    of their own knowledge of the rest ("A, unless my memory fails me", "As far as I know,
+    A", "A or thereabouts, I'd wager"), else "". Whatever that segment says ("I'm sure" as
+    much as "I'd wager"), the claim is then offered on the author's say-so: a plain
+    assertion is the only commitment a judge credits (docs/verifier.md)."""
+    segments = [s for s in _SEGMENT.split(text) if s and s.strip(" .!?…")]
+    if len(segments) < 2:
+        return ""
+    rest = [s for s in segments if not _about_commitment(s)]
+    if not rest or not any(content_words(s) - _KNOWING for s in rest):
+        return ""
+    for segment in segments:
+        if _FIRST_PERSON.search(segment) and _about_commitment(segment):
+            return segment.strip()
+    return ""
+
+
+_EXPLETIVE = re.compile(
+    r"^(?:(?:but|and|so|yet|still|also|now|however|indeed|then|well)\s*,?\s+)?"
+    r"(?P<subject>it|there)\s*(?P<frame>(?:['’]s\b|\s+[\w'’/-]+){1,9}?)\s+that\s+",
+    re.I,
+)
+"""An expletive subject with its frame before a that-clause ("It's conceivable that A",
+"It could well be that A", "There's a case to be made that A")."""
+_CLEFT_FOCUS = re.compile(
+    r"^(?:['’]s|\s+(?:is|was|are|were))\s+(?:(?:not|also|only|just|precisely|exactly|"
+    r"actually|really)\s+)?(?:the|this|that|these|those|a|an|his|her|their|its|our|my|your|"
+    r"in|on|at|by|during|after|before|because|through|with|from|since|when|only|[A-Z0-9])",
+)
+"""A cleft's focus ("It was in 1648 that", "It is the Swedes that"): a claim, focused."""
+_COMMIT_FRAME = re.compile(
+    r"\b(?:true|truth|clear(?:ly)?|certain(?:ly)?|evident|obvious|apparent|plain|known|"
+    r"well[- ]known|fact|the\s+case|established|documented|recorded|undeniable|undisputed|"
+    r"indisputable|beyond\s+(?:any\s+|all\s+)?doubt|no\s+doubt|little\s+doubt|without\s+doubt|"
+    r"no\s+question|no\s+denying|no\s+secret|consensus|agreed|accepted|noteworthy|notable|"
+    r"important|worth\s+(?:noting|mentioning|remembering|stressing)|significant|interesting|"
+    r"essential|necessary|crucial|vital|critical|imperative|recommended|advisable|required|"
+    r"best|key|evidence|proof|data|research|stud(?:y|ies)|turn(?:s|ed)\s+out|follows?|"
+    r"followed|happen(?:s|ed)?|means?|meant|shows?|showed|shown|proves?|proved|proven|"
+    r"stands\s+to\s+reason|reason|confirmed)\b",
+    re.I,
+)
+"""What a frame says when it asserts its clause: truth, knowledge, evidence, salience or
+necessity. Any other frame ("conceivable", "could well be", "a case to be made") offers
+the clause without asserting it."""
+_PROBABILITY_SUBJECT = re.compile(
+    r"^(?:(?:but|and|so|yet|still)\s*,?\s+)?(?:the\s+)?(?:chances?|odds|likelihood|"
+    r"probabilit(?:y|ies)|possibilit(?:y|ies)|prospects?)\b(?!\s+(?:of|for|that)\b)",
+    re.I,
+)
+"""A probability as the subject ("Chances seem decent that A", "Odds favour A")."""
+_IRREALIS_OTHERS = re.compile(
+    r"^(?:(?:but|and|so|yet)\s*,?\s+)?(?:some|many|others|someone|somebody|a\s+few|several|"
+    r"people|most)\s+(?:\w+\s+)?(?:would|'d)\s+\w+",
+    re.I,
+)
+"""What others would do ("Some would place it in 1648"): a report of a view, irrealis."""
+
+
+def _frame_cue(text: str) -> tuple[UnitKind, str] | None:
+    """The kind of a unit whose clause is governed by a frame that does not assert it."""
+    if (m := _PROBABILITY_SUBJECT.match(text)) is not None:
+        return "hedge", f"a probability as the subject ({m.group(0).strip()!r})"
+    if (m := _IRREALIS_OTHERS.match(text)) is not None:
+        return "report", f"what others would hold ({m.group(0).strip()!r})"
+    m = _EXPLETIVE.match(text)
+    if m is None or not _opens_clause(text[m.end() :]):
+        return None
+    frame = m.group("frame")
+    if m.group("subject").lower() == "it" and _CLEFT_FOCUS.match(frame):
+        return None
+    if re.search(r"\d", frame) or _COMMIT_FRAME.search(frame):
+        return None
+    return "hedge", f"a frame that does not assert its clause ({m.group(0).strip()!r})"
+
+
 def _instruction(text: str) -> str:
     """The instruction to the writer that `text` opens with, else ""."""
     if (m := _INSTRUCTED.match(text)) is not None:
@@ -418,7 +582,7 @@ _EVALUATIVE = re.compile(
 )
 _UNNAMED_SUBJECT = re.compile(
     r"^(?:(?:this|that|these|those|it|everything|all|nothing|none|here|the\s+above)\b"
-    r"|(?:verified|checked|confirmed|correct|accurate|complete|validated|approved)\b)",
+    r"|(?:[\w]+-)?(?:verified|checked|confirmed|correct|accurate|complete|validated|approved)\b)",
     re.I,
 )
 _NAME_OR_NUMBER = re.compile(r"\d|(?<=\s)[A-Z][a-z]")
@@ -522,10 +686,18 @@ _NEGATE_CONTRACTED = re.compile(
 # a denial by predicate: "whoever says A is mistaken", "that A is a myth", "A. This is
 # false": the predicate denies a proposition (`_PROPOSITION_SUBJECT`); of a thing it is a
 # claim like any other ("the trajectory was wrong", "the units were incorrect")
+_FALSEHOOD_NOUN: Final = (
+    r"(?:myth|misconception|mistake|error|legend|falsehood|fallacy|fiction|fabrication|hoax|lie|"
+    r"untruth|misunderstanding|fantasy|invention|nonsense)"
+)
+"""Nouns of falsehood: a proposition called one is denied ("that A is pure fiction")."""
 _FALSE_PREDICATE = re.compile(
-    r"\b(?:is|are|was|were|be|been)\s+(?:(?:simply|plainly|clearly)\s+)?(?:wrong|mistaken|false|"
-    r"incorrect|untrue|erroneous|a\s+myth|a\s+misconception|debunked|disproved|refuted|"
-    r"discredited|fabricated|fictional|made\s+up)\b",
+    r"\b(?:is|are|was|were|be|been)\s+(?:(?:simply|plainly|clearly|just|merely|nothing\s+but)\s+)?"
+    r"(?:wrong|mistaken|false|incorrect|untrue|erroneous|debunked|disproved|refuted|"
+    r"discredited|fabricated|fictional|made\s+up|"
+    r"(?:an?\s+)?(?:(?:pure|mere|total|complete|utter|common|popular|old|persistent|\w+-?\w*)\s+)?"
+    + _FALSEHOOD_NOUN
+    + r"s?)\b",
     re.I,
 )
 # the predicate's subject is a proposition: a deictic or a noun naming a proposition or a
@@ -552,6 +724,8 @@ _CLAUSE_BOUNDARY = re.compile(
 _NOT_A_DENIAL = re.compile(
     r"\bnot\s+(?:only|just|merely|least|far|long|unlike|uncommon|unusual)\b|\bnot\s+(?:\w+\s+){0,3}until\b"
     r"|\bno\s+(?:fewer|less|more|later|earlier|sooner|doubt)\s+than\b|\bno\s+doubt\b"
+    # negated doubt affirms ("there is no question that A", "there is no denying that A")
+    r"|\bno\s+(?:question|denying|disputing)\s+that\b"
     r"|\bnone\s+other\s+than\b|\bnothing\s+but\b|\bNo\.\s*\d",
     re.I,
 )
@@ -630,7 +804,8 @@ _TEXT_SAYS = re.compile(
     r"saying|containing|addressing|noting|naming|explaining|describing|discussing)\b"
     # "response" and "solution" name other things too ("the immune response includes …"):
     # only bare, with a verb that only a text does
-    r"|\b(?:the|this|that|your|my|a|an|each|every|any)\s+(?:response|solution|output)s?\s+"
+    r"|\b(?:the|this|that|your|my|a|an|each|every|any)\s+(?:\w+\s+)?(?:response|solution|"
+    r"output)s?\s+"
     r"(?:covers?|mentions?|states?|lists?|says?|address(?:es)?|names?|notes?)\b",
     re.I,
 )
@@ -886,6 +1061,10 @@ def cue_kind(
         return "negate", f"negator ({negator!r})"
     if (m := _named_proposition(stripped)) is not None:
         return "report", f"a proposition named, not asserted ({m.group(0)!r})"
+    if (framed := _frame_cue(stripped)) is not None:
+        return framed
+    if qualifier := _qualified(stripped):
+        return "hedge", f"qualified by the author's own knowledge ({qualifier!r})"
     return None
 
 
@@ -928,6 +1107,16 @@ def read_cues(
             found = previous.kind, f"continues {previous.id}"
         decided = unit if found is None else unit.decided(*found)
         if (
+            reading == "claims"
+            and decided.kind == "meta"
+            and decided.text.endswith(":")
+            and (inner := cue_kind(decided.text[:-1], reading=reading, topic=topic)) is not None
+            and inner[0] in ("hedge", "negate", "report", "suppose")
+        ):
+            # a label whose own words hedge, deny or report ("My best guess:") is a verdict
+            # label for its line, as "Unverified:" is
+            decided = decided.decided(inner[0], "a verdict label")
+        if (
             decided.kind == "meta"
             and decided.cue.startswith(("speaks of grading", "refers to the text"))
             and decided.text.rstrip().endswith(":")
@@ -945,14 +1134,38 @@ def _retractions(units: list[Unit], text: str) -> list[Unit]:
     out = list(units)
     for i in range(1, len(out)):
         previous, unit = out[i - 1], out[i]
-        if previous.kind is not None or "\n\n" in text[previous.end : unit.start]:
+        if "\n\n" in text[previous.end : unit.start]:
+            continue
+        if (
+            unit.kind is None
+            and previous.kind in ("hedge", "negate")
+            and not re.search(r"[.!?]", text[previous.end : unit.start])
+            and _about_commitment(previous.text)
+        ):
+            # a clause that withholds commitment conceding the claim after it in its
+            # sentence ("Nobody knows for sure, but A"; "I'm not certain, but A")
+            out[i] = unit.decided("hedge", f"conceded after {previous.id}")
+            continue
+        if previous.kind is not None:
             continue
         kind: UnitKind | None = None
         if (m := _BARE_VERDICT.match(unit.text.strip())) is not None:
             kind = "negate" if m.group("negate") else "hedge"
             out[i] = unit.decided(kind, "a bare verdict on the clause before")
-        elif unit.kind in ("hedge", "negate") and _WITHDRAWN.search(unit.text):
+        elif unit.kind in ("hedge", "negate", "suppose") and (
+            _WITHDRAWN.search(unit.text) or _about_commitment(unit.text)
+        ):
+            # commitment withheld by a unit that says nothing of the subject ("A, though I
+            # could be wrong"; "A. That's my guess anyway."); with a plural anaphor ("One
+            # reading: A. Another: B. I can't decide between them.") from every claim of
+            # its paragraph before it
             kind = "hedge"
+            if _PLURAL_ANAPHOR.search(unit.text):
+                j = i - 2
+                while j >= 0 and "\n\n" not in text[out[j].end : out[j + 1].start]:
+                    if out[j].kind is None:
+                        out[j] = out[j].decided(kind, f"retracted by {unit.id}")
+                    j -= 1
         if kind is not None:
             out[i - 1] = previous.decided(kind, f"retracted by {unit.id}")
     return out
