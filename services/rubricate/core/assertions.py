@@ -515,7 +515,7 @@ _COMMIT_FRAME = re.compile(
     r"\b(?:true|truth|clear(?:ly)?|certain(?:ly)?|evident|obvious|apparent|plain|known|"
     r"well[- ]known|fact|the\s+case|established|documented|recorded|undeniable|undisputed|"
     r"indisputable|beyond\s+(?:any\s+|all\s+)?doubt|no\s+doubt|little\s+doubt|without\s+doubt|"
-    r"no\s+question|no\s+denying|no\s+secret|consensus|agreed|accepted|noteworthy|notable|"
+    r"no\s+question|no\s+denying|no\s+secret|consensus|agreed|agreement|accepted|noteworthy|notable|"
     r"important|worth\s+(?:noting|mentioning|remembering|stressing)|significant|interesting|"
     r"essential|necessary|crucial|vital|critical|imperative|recommended|advisable|required|"
     r"best|key|evidence|proof|data|research|stud(?:y|ies)|turn(?:s|ed)\s+out|follows?|"
