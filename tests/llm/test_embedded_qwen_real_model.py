@@ -150,3 +150,79 @@ async def test_greedy_under_a_grammar_decodes_as_llama_cpp_pythons_own_sampler(
         llm.close()
     assert fast.text == reference["choices"][0]["text"]  # type: ignore[index]
     assert fast.completion_tokens == reference["usage"]["completion_tokens"]  # type: ignore[index]
+
+
+def test_drafted_decoding_keeps_the_tokens_of_one_at_a_time(
+    qwen: "EmbeddedBackend", monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prompt-lookup drafts (`llm.greedy_grammar`) only skip decoding steps: on a JSON
+    output that repeats its keys, the tokens are those of decoding one token at a time up to
+    the first near-tie of the two likeliest tokens (batched and single-token evaluation round
+    differently, by about 0.1 of a logit here), and some of them came from accepted drafts."""
+    import numpy as np
+    from llama_cpp.llama import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    from llama_cpp.llama_grammar import LLAMA_GRAMMAR_DEFAULT_ROOT, json_schema_to_gbnf
+
+    from rubricate.llm import greedy_grammar
+    from rubricate.llm.embedded import enumerate_small_int_ranges, prompt_tokens
+
+    item = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "description": {"type": "string"},
+            "weight": {"type": "integer", "minimum": 1, "maximum": 3},
+        },
+        "required": ["title", "description", "weight"],
+    }
+    schema = {"type": "array", "items": item, "minItems": 4, "maxItems": 4}
+    gbnf = json_schema_to_gbnf(json.dumps(enumerate_small_int_ranges(schema)))
+    messages = [
+        Message("system", "Answer with JSON only."),
+        Message("user", "Four criteria for grading an essay on the French Revolution."),
+    ]
+    likeliest: list[dict[int, float]] = []  # per step of the reference: top logits
+    choose = greedy_grammar._choose
+
+    def choose_and_note(llama_cpp: object, sampler: object, logits: "np.ndarray") -> int:
+        top = np.argpartition(logits, -64)[-64:]
+        likeliest.append({int(t): float(logits[t]) for t in top})
+        return choose(llama_cpp, sampler, logits)
+
+    llm = Llama(model_path=str(qwen.model_path), n_ctx=2048, verbose=False)
+    try:
+        formatter = Jinja2ChatFormatter(
+            template=llm.metadata["tokenizer.chat_template"], eos_token="<|im_end|>", bos_token=""
+        )
+        prompt = prompt_tokens(llm, formatter, messages)
+
+        def decode() -> greedy_grammar.Decoded:
+            return greedy_grammar.decode_greedy(
+                llm,
+                prompt,
+                grammar=gbnf,
+                root=LLAMA_GRAMMAR_DEFAULT_ROOT,
+                max_tokens=240,
+                stop=["<|im_end|>"],
+                cached=0,
+                cut_short=lambda: False,
+            )
+
+        drafted = decode()
+        monkeypatch.setattr(greedy_grammar, "_can_draft", lambda _llm: False)
+        monkeypatch.setattr(greedy_grammar, "_choose", choose_and_note)
+        one_at_a_time = decode()
+    finally:
+        llm.close()
+    assert one_at_a_time.drafted == 0
+    assert drafted.drafted > 20
+    pairs = zip(drafted.tokens, one_at_a_time.tokens, strict=False)
+    differ = next((k for k, (a, b) in enumerate(pairs) if a != b), None)
+    if differ is not None:  # only at a near-tie of the reference's two choices
+        step = likeliest[differ]
+        chosen, other = one_at_a_time.tokens[differ], drafted.tokens[differ]
+        assert other in step
+        assert step[chosen] - step[other] < 0.5
+        assert differ > 50  # the comparison covers a stretch with repeated keys
+    assert len(json.loads(drafted.text)) == len(json.loads(one_at_a_time.text)) == 4
