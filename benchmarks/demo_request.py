@@ -32,7 +32,6 @@ from rubricate_client.endpoints import STAGEWISE_SCORE
 _CALL = re.compile(
     r"embedded\.call kind=(?P<kind>\w+) prompt=(?P<prompt>\d+) reused=(?P<reused>\d+)"
     r"(?: completion=(?P<completion>\S+))? seconds=(?P<seconds>[\d.]+)"
-    r"(?: drafted=(?P<drafted>\d+))?"
 )
 ORDER = ("thorough", "no-review", "shallow", "wrong")
 """The demo group's expected ordering on A_answer."""
@@ -82,7 +81,7 @@ async def one_run(group: dict[str, Any]) -> dict[str, Any]:
 
 def report(run: dict[str, Any]) -> bool:
     calls, body = run["calls"], run["body"]
-    print(f"{'kind':9} {'prompt':>6} {'reused':>6} {'new':>5} {'compl':>5} {'s':>6} {'drafted':>7}")
+    print(f"{'kind':9} {'prompt':>6} {'reused':>6} {'new':>5} {'compl':>5} {'s':>6}")
     new_total = completion_total = 0
     seconds: dict[str, float] = {}
     for c in calls:
@@ -94,7 +93,7 @@ def report(run: dict[str, Any]) -> bool:
         if c["kind"] != "choices" or new > 60:
             print(
                 f"{c['kind']:9} {c['prompt']:>6} {c['reused']:>6} {new:>5} {completion:>5} "
-                f"{float(c['seconds']):6.1f} {c.get('drafted') or '':>7}"
+                f"{float(c['seconds']):6.1f}"
             )
     n_choices = sum(1 for c in calls if c["kind"] == "choices")
     print(f"(choices passes with at most 60 new tokens not listed: {n_choices} passes in all)")

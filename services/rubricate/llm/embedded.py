@@ -228,13 +228,11 @@ class EmbeddedBackend(LLMBackend):
                     )
                 response = chat_response(completion)
                 log.debug(
-                    "embedded.call kind=generate prompt=%d reused=%d completion=%s seconds=%.2f "
-                    "drafted=%s",
+                    "embedded.call kind=generate prompt=%d reused=%d completion=%s seconds=%.2f",
                     len(prompt),
                     reused,
                     (response.get("usage") or {}).get("completion_tokens"),
                     time.perf_counter() - started,
-                    (response.get("usage") or {}).get("drafted_tokens", 0),
                 )
             except ValueError as exc:  # e.g. "Requested tokens (9000) exceed context window"
                 raise BackendRequestError(f"llama.cpp rejected the request: {exc}") from exc
@@ -284,7 +282,6 @@ class EmbeddedBackend(LLMBackend):
                 "prompt_tokens": len(prompt),
                 "completion_tokens": len(decoded.tokens),
                 "total_tokens": len(prompt) + len(decoded.tokens),
-                "drafted_tokens": decoded.drafted,
             },
         }
 
