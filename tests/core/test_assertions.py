@@ -269,6 +269,13 @@ def test_structure_decides_where_commitment_is_in_question(text: str, kind: str)
         "It was the crowds that opened the gates.",
         "There is strong evidence that the wall fell in 1989.",
         "There is no question that the wall fell in 1989.",
+        "It should be noted that the wall fell in 1989.",
+        "It is estimated that 140 people died at the wall.",
+        "It is unfortunate that the wall stood until 1989.",
+        "It is no surprise that the wall fell in 1989.",
+        # a thing called an error or an invention is a claim about the thing
+        "It was a unit conversion error.",
+        "It was a remarkable invention.",
         # a probability named with its complement is a claim about it
         "The likelihood of rain in Berlin is low in November.",
         # a segment with the first person and content of the subject is no qualifier

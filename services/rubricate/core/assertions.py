@@ -410,6 +410,11 @@ to it"), with a hedge or negator in the same unit."""
 # author's commitment open, so a new wording of a hedge lands on the safe side; a plain
 # assertion is unaffected.
 
+_CONTRACTED_TEXT: Final = (
+    "i we that it there what here can don won couldn wouldn didn doesn isn wasn aren haven "
+    "hasn shouldn nobody anybody anyone someone somebody everyone everybody"
+)
+"""What `content_words` leaves of contractions and pronouns ("I'd", "that's", "can't")."""
 _KNOWING: Final = frozenset(
     content_words(
         # the author's state of knowledge, memory, certainty and choice: the vocabulary a
@@ -427,35 +432,7 @@ _KNOWING: Final = frozenset(
         "thereabout thereabouts either neither way between one ones am sort kind "
         "judge sound unless"
     )
-) | {
-    "i",
-    "we",
-    "that",
-    "it",
-    "there",
-    "what",
-    "here",
-    "can",
-    "don",
-    "won",
-    "couldn",
-    "wouldn",
-    "didn",
-    "doesn",
-    "isn",
-    "wasn",
-    "aren",
-    "haven",
-    "hasn",
-    "shouldn",
-    "nobody",
-    "anybody",
-    "anyone",
-    "someone",
-    "somebody",
-    "everyone",
-    "everybody",
-}
+) | frozenset(_CONTRACTED_TEXT.split())
 """Stems of the vocabulary of knowing (certainty, memory, belief, choice, betting) and the
 fillers around it: a clause whose content words are all here says nothing of the subject,
 only how far the author stands behind what is said around it."""
@@ -515,12 +492,19 @@ _COMMIT_FRAME = re.compile(
     r"\b(?:true|truth|clear(?:ly)?|certain(?:ly)?|evident|obvious|apparent|plain|known|"
     r"well[- ]known|fact|the\s+case|established|documented|recorded|undeniable|undisputed|"
     r"indisputable|beyond\s+(?:any\s+|all\s+)?doubt|no\s+doubt|little\s+doubt|without\s+doubt|"
-    r"no\s+question|no\s+denying|no\s+secret|consensus|agreed|agreement|accepted|noteworthy|notable|"
+    r"no\s+question|no\s+denying|no\s+secret|consensus|agreed|agreement|accepted|"
+    r"noteworthy|notable|"
     r"important|worth\s+(?:noting|mentioning|remembering|stressing)|significant|interesting|"
     r"essential|necessary|crucial|vital|critical|imperative|recommended|advisable|required|"
     r"best|key|evidence|proof|data|research|stud(?:y|ies)|turn(?:s|ed)\s+out|follows?|"
     r"followed|happen(?:s|ed)?|means?|meant|shows?|showed|shown|proves?|proved|proven|"
-    r"stands\s+to\s+reason|reason|confirmed)\b",
+    r"stands\s+to\s+reason|reason|confirmed|estimated|calculated|measured|"
+    # attention to the clause ("it should be noted that A")
+    r"not(?:ed|ing|e)|mention(?:ed|ing)|stress(?:ed|ing)|emphasi[sz]ed|remember(?:ed|ing)|"
+    r"pointed\s+out|observed|recogni[sz]ed|acknowledged|understood|"
+    # factive evaluations presuppose the clause ("it is unfortunate that A")
+    r"(?:un)?surpris\w*|remarkable|striking|(?:un)?fortunate(?:ly)?|ironic|sad|tragic|odd|"
+    r"strange|curious|telling|worrying|alarming|regrettable|lucky|pity|shame|coincidence)\b",
     re.I,
 )
 """What a frame says when it asserts its clause: truth, knowledge, evidence, salience or
@@ -586,6 +570,14 @@ _UNNAMED_SUBJECT = re.compile(
     re.I,
 )
 _NAME_OR_NUMBER = re.compile(r"\d|(?<=\s)[A-Z][a-z]")
+_KIND_OF_ERROR = re.compile(
+    r"\b(?:a|an|the)\s+(?!(?:few|single|couple|number|lot|minor|major|small|big|serious|"
+    r"factual|obvious|glaring|common|popular|frequent|typical|classic|basic|simple)\b)"
+    r"[a-z][\w-]*\s+(?:[a-z][\w-]*\s+)?(?:error|mistake)\b",
+    re.I,
+)
+"""An error named by its kind ("it was a unit conversion error"): a claim about what
+happened, not a verdict on the text ("it has a few errors", "it contains a factual error")."""
 _HEDGE = _words(
     r"might",
     r"may(?!\s+\d)",  # a modal, not the month before a day
@@ -687,17 +679,17 @@ _NEGATE_CONTRACTED = re.compile(
 # false": the predicate denies a proposition (`_PROPOSITION_SUBJECT`); of a thing it is a
 # claim like any other ("the trajectory was wrong", "the units were incorrect")
 _FALSEHOOD_NOUN: Final = (
-    r"(?:myth|misconception|mistake|error|legend|falsehood|fallacy|fiction|fabrication|hoax|lie|"
-    r"untruth|misunderstanding|fantasy|invention|nonsense)"
+    r"(?:myth|misconception|falsehood|fallacy|fiction|fabrication|hoax|lie|untruth|nonsense)"
 )
-"""Nouns of falsehood: a proposition called one is denied ("that A is pure fiction")."""
+"""Nouns that only name falsehood: a proposition called one is denied ("that A is pure
+fiction"); "error", "mistake", "invention" or "legend" also name things ("it was a unit
+conversion error") and are left out."""
 _FALSE_PREDICATE = re.compile(
     r"\b(?:is|are|was|were|be|been)\s+(?:(?:simply|plainly|clearly|just|merely|nothing\s+but)\s+)?"
     r"(?:wrong|mistaken|false|incorrect|untrue|erroneous|debunked|disproved|refuted|"
     r"discredited|fabricated|fictional|made\s+up|"
-    r"(?:an?\s+)?(?:(?:pure|mere|total|complete|utter|common|popular|old|persistent|\w+-?\w*)\s+)?"
-    + _FALSEHOOD_NOUN
-    + r"s?)\b",
+    r"(?:an?\s+)?(?:(?:pure|mere|total|complete|utter|outright|common|popular|old|persistent|"
+    r"widespread|urban|modern|baseless)\s+)?" + _FALSEHOOD_NOUN + r"s?)\b",
     re.I,
 )
 # the predicate's subject is a proposition: a deictic or a noun naming a proposition or a
@@ -724,8 +716,8 @@ _CLAUSE_BOUNDARY = re.compile(
 _NOT_A_DENIAL = re.compile(
     r"\bnot\s+(?:only|just|merely|least|far|long|unlike|uncommon|unusual)\b|\bnot\s+(?:\w+\s+){0,3}until\b"
     r"|\bno\s+(?:fewer|less|more|later|earlier|sooner|doubt)\s+than\b|\bno\s+doubt\b"
-    # negated doubt affirms ("there is no question that A", "there is no denying that A")
-    r"|\bno\s+(?:question|denying|disputing)\s+that\b"
+    # negated doubt or surprise affirms ("there is no question that A", "no wonder A")
+    r"|\bno\s+(?:question|denying|disputing|surprise|secret|coincidence|accident|wonder)\b"
     r"|\bnone\s+other\s+than\b|\bnothing\s+but\b|\bNo\.\s*\d",
     re.I,
 )
@@ -1041,6 +1033,7 @@ def cue_kind(
         (m := _EVALUATIVE.search(stripped)) is not None
         and _UNNAMED_SUBJECT.match(stripped)
         and not _NAME_OR_NUMBER.search(_EXEMPLIFIES.split(stripped, maxsplit=1)[0])
+        and not _KIND_OF_ERROR.search(stripped)
     ):
         return "meta", f"a verdict on the text ({m.group(0)!r})"
     if stripped.rstrip("\"'”’)]").endswith("?"):
