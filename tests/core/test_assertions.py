@@ -245,6 +245,8 @@ def test_a_unit_that_only_retracts_the_clause_before_gives_it_its_kind() -> None
         ("Best I can tell, the wall fell in 1989.", "hedge"),
         ("The wall fell in 1989 or thereabouts, I'd wager.", "hedge"),
         ("The wall fell in 1989, I'm sure.", "hedge"),
+        ("To my knowledge, the wall fell in 1989.", "hedge"),
+        ("The wall fell in 1989, if my memory serves.", "hedge"),
         # the author-as-answerer and a response with an adjective saying something
         ("Ideally one mentions that the wall fell in 1989.", "meta"),
         ("Students typically write that the wall fell in 1989.", "meta"),

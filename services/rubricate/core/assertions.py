@@ -436,7 +436,10 @@ _KNOWING: Final = frozenset(
 """Stems of the vocabulary of knowing (certainty, memory, belief, choice, betting) and the
 fillers around it: a clause whose content words are all here says nothing of the subject,
 only how far the author stands behind what is said around it."""
-_FIRST_PERSON = re.compile(r"\b(?:I|me|my|mine|myself|we|us|our|ours)\b(?:['’](?:d|m|ve|ll))?")
+_FIRST_PERSON = re.compile(
+    r"\b(?:I|[Mm]e|[Mm]y|[Mm]ine|[Mm]yself|[Ww]e|[Uu]s|[Oo]ur|[Oo]urs)\b(?:['’](?:d|m|ve|ll))?"
+)
+"""The author in the first person ("I", "my", "We"; not "US")."""
 _PLURAL_ANAPHOR = re.compile(
     r"\b(?:them|these|those|both|either|neither|all\s+(?:of\s+)?(?:them|these|this)|"
     r"which|any\s+of)\b",
@@ -463,6 +466,8 @@ def _qualified(text: str) -> str:
     A", "A or thereabouts, I'd wager"), else "". Whatever that segment says ("I'm sure" as
     much as "I'd wager"), the claim is then offered on the author's say-so: a plain
     assertion is the only commitment a judge credits (docs/verifier.md)."""
+    if _FIRST_PERSON.search(text) is None:  # the common case, cheaply
+        return ""
     segments = [s for s in _SEGMENT.split(text) if s and s.strip(" .!?…")]
     if len(segments) < 2:
         return ""
