@@ -127,6 +127,32 @@ def test_a_short_label_opening_a_line_is_its_own_unit() -> None:
         ("What I said, that the wall fell in 1989, is right.", "meta"),  # own words
         ("I stand behind every word: the wall fell in 1989.", "meta"),
         ("Relevant terms include Berlin, wall, 1989.", "meta"),  # words as words
+        # an expletive frame that does not assert its clause (round 3: the structure, not
+        # the word: any frame but one of truth, knowledge, evidence, salience or necessity)
+        ("It's conceivable that the wall fell in 1989.", "hedge"),
+        ("It could well be that the wall fell in 1989.", "hedge"),
+        ("There's a case to be made that the wall fell in 1989.", "hedge"),
+        ("It seems fair to think that the wall fell in 1989.", "hedge"),
+        # a probability as the subject, whatever its predicate
+        ("Chances seem decent that the wall fell in 1989.", "hedge"),
+        ("Odds favour the wall having fallen in 1989.", "hedge"),
+        # what others would hold
+        ("Some would place the fall of the wall in 1989.", "report"),
+        # the author's own knowledge as a segment of the sentence, whatever it says
+        ("The wall fell in 1989, unless my memory fails me.", "hedge"),
+        ("As far as I know, the wall fell in 1989.", "hedge"),
+        ("Best I can tell, the wall fell in 1989.", "hedge"),
+        ("The wall fell in 1989 or thereabouts, I'd wager.", "hedge"),
+        ("The wall fell in 1989, I'm sure.", "hedge"),
+        ("To my knowledge, the wall fell in 1989.", "hedge"),
+        ("The wall fell in 1989, if my memory serves.", "hedge"),
+        # the author-as-answerer and a response with an adjective saying something
+        ("Ideally one mentions that the wall fell in 1989.", "meta"),
+        ("Students typically write that the wall fell in 1989.", "meta"),
+        ("A strong response states the wall fell in 1989.", "meta"),
+        ("Double-checked and accurate.", "meta"),
+        # a proposition called a falsehood with an adjective
+        ("The wall falling in 1989 is pure fiction.", "negate"),
     ],
 )
 def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
@@ -176,6 +202,28 @@ def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
         "newton-seconds that navigation expected, so the trajectory was wrong.",
         "The units were incorrect.",
         "while JPL's navigation software expected newton-seconds [1].",
+        # near misses of the third round (2026-11-29, night): still claims
+        # frames that assert their clause, and clefts, stay claims
+        "It is well established that the wall fell in 1989.",
+        "It is important to note that the wall fell in 1989.",
+        "It turns out that the wall fell in 1989.",
+        "It was in 1989 that the wall fell.",
+        "It was the crowds that opened the gates.",
+        "There is strong evidence that the wall fell in 1989.",
+        "There is no question that the wall fell in 1989.",
+        "It should be noted that the wall fell in 1989.",
+        "It is estimated that 140 people died at the wall.",
+        "It is unfortunate that the wall stood until 1989.",
+        "It is no surprise that the wall fell in 1989.",
+        # a thing called an error or an invention is a claim about the thing
+        "It was a unit conversion error.",
+        "It was a remarkable invention.",
+        # a probability named with its complement is a claim about it
+        "The likelihood of rain in Berlin is low in November.",
+        # a segment with the first person and content of the subject is no qualifier
+        "As I travelled through Berlin in 1989, the wall fell.",
+        "In my experience, the wall is the city's most visited site.",
+        "The response of the government came in 1989.",
     ],
 )
 def test_plain_claims_have_no_cue(text: str) -> None:
@@ -223,71 +271,6 @@ def test_a_unit_that_only_retracts_the_clause_before_gives_it_its_kind() -> None
         (None, "The wall fell in 1989."),
     ]
     assert len(split_units("He lived at No. 5 Downing Street.")) == 1
-
-
-@pytest.mark.parametrize(
-    ("text", "kind"),
-    [
-        # an expletive frame that does not assert its clause (round 3: the structure, not
-        # the word: any frame but one of truth, knowledge, evidence, salience or necessity)
-        ("It's conceivable that the wall fell in 1989.", "hedge"),
-        ("It could well be that the wall fell in 1989.", "hedge"),
-        ("There's a case to be made that the wall fell in 1989.", "hedge"),
-        ("It seems fair to think that the wall fell in 1989.", "hedge"),
-        # a probability as the subject, whatever its predicate
-        ("Chances seem decent that the wall fell in 1989.", "hedge"),
-        ("Odds favour the wall having fallen in 1989.", "hedge"),
-        # what others would hold
-        ("Some would place the fall of the wall in 1989.", "report"),
-        # the author's own knowledge as a segment of the sentence, whatever it says
-        ("The wall fell in 1989, unless my memory fails me.", "hedge"),
-        ("As far as I know, the wall fell in 1989.", "hedge"),
-        ("Best I can tell, the wall fell in 1989.", "hedge"),
-        ("The wall fell in 1989 or thereabouts, I'd wager.", "hedge"),
-        ("The wall fell in 1989, I'm sure.", "hedge"),
-        ("To my knowledge, the wall fell in 1989.", "hedge"),
-        ("The wall fell in 1989, if my memory serves.", "hedge"),
-        # the author-as-answerer and a response with an adjective saying something
-        ("Ideally one mentions that the wall fell in 1989.", "meta"),
-        ("Students typically write that the wall fell in 1989.", "meta"),
-        ("A strong response states the wall fell in 1989.", "meta"),
-        ("Double-checked and accurate.", "meta"),
-        # a proposition called a falsehood with an adjective
-        ("The wall falling in 1989 is pure fiction.", "negate"),
-    ],
-)
-def test_structure_decides_where_commitment_is_in_question(text: str, kind: str) -> None:
-    assert (cue_kind(text) or (None, ""))[0] == kind
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        # frames that assert their clause, and clefts, stay claims
-        "It is well established that the wall fell in 1989.",
-        "It is important to note that the wall fell in 1989.",
-        "It turns out that the wall fell in 1989.",
-        "It was in 1989 that the wall fell.",
-        "It was the crowds that opened the gates.",
-        "There is strong evidence that the wall fell in 1989.",
-        "There is no question that the wall fell in 1989.",
-        "It should be noted that the wall fell in 1989.",
-        "It is estimated that 140 people died at the wall.",
-        "It is unfortunate that the wall stood until 1989.",
-        "It is no surprise that the wall fell in 1989.",
-        # a thing called an error or an invention is a claim about the thing
-        "It was a unit conversion error.",
-        "It was a remarkable invention.",
-        # a probability named with its complement is a claim about it
-        "The likelihood of rain in Berlin is low in November.",
-        # a segment with the first person and content of the subject is no qualifier
-        "As I travelled through Berlin in 1989, the wall fell.",
-        "In my experience, the wall is the city's most visited site.",
-        "The response of the government came in 1989.",
-    ],
-)
-def test_structure_leaves_plain_and_committed_claims_alone(text: str) -> None:
-    assert cue_kind(text) is None
 
 
 def test_a_clause_that_withholds_commitment_qualifies_the_claims_it_speaks_of() -> None:

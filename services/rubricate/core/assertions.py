@@ -453,11 +453,7 @@ def _about_commitment(text: str) -> bool:
     what is said around it: no name or number, and every content word one of knowing."""
     if re.search(r"\d", text):
         return False
-    words = content_words(text)
-    return bool(_WORD_RE.search(text)) and words <= _KNOWING
-
-
-_WORD_RE = re.compile(r"[^\W\d_]", re.U)
+    return bool(_HAS_WORD.search(text)) and content_words(text) <= _KNOWING
 
 
 def _qualified(text: str) -> str:
@@ -471,11 +467,11 @@ def _qualified(text: str) -> str:
     segments = [s for s in _SEGMENT.split(text) if s and s.strip(" .!?…")]
     if len(segments) < 2:
         return ""
-    rest = [s for s in segments if not _about_commitment(s)]
-    if not rest or not any(content_words(s) - _KNOWING for s in rest):
-        return ""
-    for segment in segments:
-        if _FIRST_PERSON.search(segment) and _about_commitment(segment):
+    about = [_about_commitment(s) for s in segments]
+    if not any(content_words(s) - _KNOWING for s, a in zip(segments, about, strict=True) if not a):
+        return ""  # no segment carries the claim
+    for segment, a in zip(segments, about, strict=True):
+        if a and _FIRST_PERSON.search(segment):
             return segment.strip()
     return ""
 
