@@ -420,6 +420,41 @@ class AuditRepository:
             )
             return [AuditRecord.of(r) for r in rows]
 
+    def step_fingerprints(self, tenant: str, *, steps: int) -> dict[int, tuple[Any, ...]]:
+        """The tenant's latest `steps` training steps, each with what changes whenever one of
+        its records is added, finished or deleted: its count, finished count and latest
+        created and finished times (`AuditService.tenant_signals` re-reads only the steps
+        whose fingerprint changed)."""
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.execute(
+                select(
+                    AuditGroupRow.step,
+                    func.count(),
+                    func.count(AuditGroupRow.finished_at),
+                    func.max(AuditGroupRow.created_at),
+                    func.max(AuditGroupRow.finished_at),
+                )
+                .where(AuditGroupRow.tenant == tenant, AuditGroupRow.step.is_not(None))
+                .group_by(AuditGroupRow.step)
+                .order_by(AuditGroupRow.step.desc())
+                .limit(steps)
+            ).all()
+        return {step: tuple(rest) for step, *rest in rows if step is not None}
+
+    def step_records(self, tenant: str, steps: Sequence[int]) -> list[AuditRecord]:
+        """Every record of the tenant's given training steps, in step and arrival order
+        (without the kept trajectories)."""
+        if not steps:
+            return []
+        with unit_of_work(self.engine, write=False) as session:
+            rows = session.scalars(
+                select(AuditGroupRow)
+                .options(WITHOUT_GROUP)
+                .where(AuditGroupRow.tenant == tenant, AuditGroupRow.step.in_(list(steps)))
+                .order_by(AuditGroupRow.step, AuditGroupRow.created_at)
+            )
+            return [AuditRecord.of(r) for r in rows]
+
     # --- judge addressing of the other kinds ------------------------------------------------
 
     def record_addressing(self, tenant: str, report: AddressingReportIn) -> str:

@@ -8,7 +8,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, get_args
 
@@ -242,6 +242,27 @@ def addressing_by_kind(flags: Sequence[AddressingRecord]) -> dict[str, Addressin
     return out
 
 
+@dataclass(frozen=True)
+class StepPart:
+    """What one training step's records contribute to the signals (`step_part`): its
+    counts and means, its audited rubrics' live and reference means, the rollouts that
+    addressed the judge. A step whose records did not change keeps its part
+    (`AuditService.tenant_signals`)."""
+
+    signals: StepSignals
+    points: list[tuple[tuple[str, str], RubricPoint]]
+    """((question id, rubric id), the rubric's means in this step), one per audited group."""
+    addressed: list[AddressingView]
+
+
+def step_part(step: int, group: Sequence[AuditRecord]) -> StepPart:
+    return StepPart(
+        signals=_step_signals(step, group),
+        points=_rubric_points(step, group),
+        addressed=_addressed_rollouts(group),
+    )
+
+
 def compute_signals(
     records: Sequence[AuditRecord],
     *,
@@ -251,20 +272,36 @@ def compute_signals(
 ) -> AuditSignals:
     """The signals of the records (stagewise groups, per step) and, unless restricted to a
     question, of the flagged requests of the other kinds (`flags`, within the window)."""
-    by_step = _by_step(records)
-    steps = [_step_signals(step, group) for step, group in by_step.items()]
+    parts = [step_part(step, group) for step, group in _by_step(records).items()]
+    return signals_of(parts, question_id=question_id, settings=settings, flags=flags)
+
+
+def signals_of(
+    parts: Sequence[StepPart],
+    *,
+    question_id: str | None,
+    settings: AuditSettings,
+    flags: Sequence[AddressingRecord] = (),
+) -> AuditSignals:
+    """The signals of the steps' parts, in step order (`compute_signals`)."""
+    steps = [p.signals for p in parts]
     drift = agreement_drift(
         [(s.step, s.agreement) for s in steps if s.agreement is not None],
         window=settings.drift_window,
     )
+    series: dict[tuple[str, str], list[RubricPoint]] = {}
+    for part in parts:
+        for key, point in part.points:
+            series.setdefault(key, []).append(point)
+    addressed = [view for part in parts for view in part.addressed]
     return AuditSignals(
         question_id=question_id,
         steps=steps,
         agreement_first=drift.first,
         agreement_last=drift.last,
         agreement_drop=drift.drop,
-        gaming_candidates=_gaming_candidates(_rubric_series(by_step), settings),
-        addressing=_addressed_rollouts(by_step)[-MAX_ADDRESSING_LISTED:],
+        gaming_candidates=_gaming_candidates(series, settings),
+        addressing=addressed[-MAX_ADDRESSING_LISTED:],
         addressing_window_h=settings.addressing_window_h,
         addressing_by_kind=addressing_by_kind(flags),
         addressing_requests=[
@@ -318,21 +355,19 @@ def _mean_refused_credit(group: Sequence[AuditRecord]) -> float | None:
     return total / rollouts
 
 
-def _rubric_series(
-    by_step: dict[int, list[AuditRecord]],
-) -> dict[tuple[str, str], list[RubricPoint]]:
-    """(question id, rubric id) → the rubric's live and reference mean per audited step."""
-    series: dict[tuple[str, str], list[RubricPoint]] = {}
-    for step, group in by_step.items():
-        for r in _done(group):
-            assert r.result is not None
-            for rubric in r.result.get("rubrics", []):
-                series.setdefault((r.question_id, rubric["rubric_id"]), []).append(
-                    RubricPoint(
-                        step=step, live=rubric["live_mean"], reference=rubric["reference_mean"]
-                    )
-                )
-    return series
+def _rubric_points(
+    step: int, group: Sequence[AuditRecord]
+) -> list[tuple[tuple[str, str], RubricPoint]]:
+    """((question id, rubric id), its live and reference means) of the step's audited groups."""
+    points: list[tuple[tuple[str, str], RubricPoint]] = []
+    for r in _done(group):
+        assert r.result is not None
+        for rubric in r.result.get("rubrics", []):
+            point = RubricPoint(
+                step=step, live=rubric["live_mean"], reference=rubric["reference_mean"]
+            )
+            points.append(((r.question_id, rubric["rubric_id"]), point))
+    return points
 
 
 def _gaming_candidates(
@@ -350,8 +385,8 @@ def _gaming_candidates(
     return candidates
 
 
-def _addressed_rollouts(by_step: dict[int, list[AuditRecord]]) -> list[AddressingView]:
-    """Every rollout whose trajectory addresses the judge, in step order."""
+def _addressed_rollouts(group: Sequence[AuditRecord]) -> list[AddressingView]:
+    """Every rollout of the step's groups whose trajectory addresses the judge."""
     return [
         AddressingView(
             scoring_id=r.scoring_id,
@@ -360,7 +395,6 @@ def _addressed_rollouts(by_step: dict[int, list[AuditRecord]]) -> list[Addressin
             rollout_id=rollout_id,
             markers=list(markers),
         )
-        for group in by_step.values()
         for r in group
         for rollout_id, markers in r.summary.get("addressing", {}).items()
     ]
@@ -375,6 +409,8 @@ class AuditService:
         self.queue = queue
         self._published: tuple[Any, ...] | None = None
         """The records' fingerprint the gauges were last computed from."""
+        self._parts: dict[tuple[str, int], tuple[tuple[Any, ...], StepPart]] = {}
+        """(tenant, step) → the step's fingerprint and part when last read (`tenant_signals`)."""
 
     async def submit(self, submission: AuditSubmission, *, tenant: str) -> Submitted:
         status, created = await asyncio.to_thread(self._record, submission, tenant)
@@ -486,11 +522,9 @@ class AuditService:
         correlations: list[float] = []
         candidates = 0
         flagged = 0
+        parts: dict[tuple[str, int], tuple[tuple[Any, ...], StepPart]] = {}
         for tenant in self.repo.tenants():
-            records = self.repo.recent_steps(
-                tenant, question_id=None, steps=self.settings.signal_steps
-            )
-            signals = compute_signals(records, question_id=None, settings=self.settings)
+            signals = self.tenant_signals(tenant, parts=parts)
             audited = [s for s in signals.steps if s.agreement is not None]
             if audited and audited[-1].agreement is not None:
                 lows.append(audited[-1].agreement)
@@ -508,8 +542,37 @@ class AuditService:
         by_kind = self.repo.addressing_by_kind(since=self._addressing_since())
         for kind in get_args(AddressingKind):
             AUDIT_ADDRESSING_FLAGGED.labels(kind).set(by_kind.get(kind, 0))
+        self._parts = parts  # the steps out of the window, and tenants gone, are forgotten
         self._published = seen
         return True
+
+    def tenant_signals(
+        self,
+        tenant: str,
+        *,
+        parts: dict[tuple[str, int], tuple[tuple[Any, ...], StepPart]] | None = None,
+    ) -> AuditSignals:
+        """The tenant's signals over its latest `signal_steps` steps (blocking), as
+        `compute_signals` gives them, reading again only the steps whose records changed
+        since the last refresh: a step's part is kept with its fingerprint. A refresh during
+        training then reads the step in progress and the steps whose audits finished, not
+        every record of the window (`signal_steps` × the groups of a step). `parts`
+        collects the parts in use (the refresh keeps them for the next one)."""
+        fingerprints = self.repo.step_fingerprints(tenant, steps=self.settings.signal_steps)
+        known = {
+            step: kept[1]
+            for step, fingerprint in fingerprints.items()
+            if (kept := self._parts.get((tenant, step))) is not None and kept[0] == fingerprint
+        }
+        stale = [step for step in fingerprints if step not in known]
+        for step, group in _by_step(self.repo.step_records(tenant, stale)).items():
+            known[step] = step_part(step, group)
+        in_use = parts if parts is not None else {}
+        for step, part in known.items():
+            if step in fingerprints:
+                in_use[(tenant, step)] = (fingerprints[step], part)
+        ordered = [known[step] for step in sorted(known) if step in fingerprints]
+        return signals_of(ordered, question_id=None, settings=self.settings)
 
 
 async def refresh_signals_forever(service: AuditService, *, interval_s: float = 30.0) -> None:
