@@ -153,6 +153,13 @@ def test_a_short_label_opening_a_line_is_its_own_unit() -> None:
         ("Double-checked and accurate.", "meta"),
         # a proposition called a falsehood with an adjective
         ("The wall falling in 1989 is pure fiction.", "negate"),
+        # round 4 (2026-11-29, late): a raising evidential; a condition on the claim's own
+        # truth, saying nothing of its subject
+        ("The wall appears to have fallen in 1989.", "hedge"),
+        ("The wall would seem to date from 1961.", "hedge"),
+        ("The wall fell in 1989, unless the textbooks are wrong.", "suppose"),
+        ("The wall fell in 1989, subject to correction.", "suppose"),
+        ("The wall fell in 1989, assuming the records are right.", "suppose"),
     ],
 )
 def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
@@ -224,6 +231,12 @@ def test_cues_decide_what_a_sentence_does(text: str, kind: str) -> None:
         "As I travelled through Berlin in 1989, the wall fell.",
         "In my experience, the wall is the city's most visited site.",
         "The response of the government came in 1989.",
+        # near misses of round 4: what is seen in a relative clause, a condition on the
+        # subject, an elliptical condition
+        "Victims receive emails that appear to be from their bank.",
+        "The dose is 5 mg, if the patient weighs over 50 kg.",
+        "Antibiotics cure the infection, unless the infection is viral.",
+        "Few historians, if any, doubt the 1989 date.",
     ],
 )
 def test_plain_claims_have_no_cue(text: str) -> None:
@@ -295,6 +308,9 @@ def test_a_clause_that_withholds_commitment_qualifies_the_claims_it_speaks_of() 
         "negate",
         "hedge",
     ]
+    # the author's not having checked, with a reflexive pronoun
+    text = "The wall fell in 1989, though I haven't verified it myself."
+    assert [k for k, _ in kinds(text)] == ["hedge", "negate"]
     # a denial with content of its own retracts nothing
     assert [k for k, _ in kinds("The wall fell in 1989. It did not fall in 1961.")] == [
         None,

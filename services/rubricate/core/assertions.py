@@ -412,7 +412,8 @@ to it"), with a hedge or negator in the same unit."""
 
 _CONTRACTED_TEXT: Final = (
     "i we that it there what here can don won couldn wouldn didn doesn isn wasn aren haven "
-    "hasn shouldn nobody anybody anyone someone somebody everyone everybody"
+    "hasn shouldn nobody anybody anyone someone somebody everyone everybody myself ourselves "
+    "yourself"
 )
 """What `content_words` leaves of contractions and pronouns ("I'd", "that's", "can't")."""
 _KNOWING: Final = frozenset(
@@ -542,6 +543,40 @@ def _frame_cue(text: str) -> tuple[UnitKind, str] | None:
     return "hedge", f"a frame that does not assert its clause ({m.group(0).strip()!r})"
 
 
+_CONDITION = re.compile(r"^(?:unless|if|assuming|provided|pending|barring|subject\s+to)\b", re.I)
+_CONDITION_ANYWHERE = re.compile(
+    r"[,;(–—-]\s*(?:unless|if|assuming|provided|pending|barring|subject\s+to)\b", re.I
+)
+"""A trailing condition's subordinator or preposition ("A, unless B", "A, subject to B")."""
+
+
+def _self_condition(text: str, topic: frozenset[str]) -> str:
+    """A condition after the claim that says nothing of its subject ("A, unless the
+    textbooks are wrong", "A, if the usual account holds", "A, subject to correction"):
+    no name or number, and no content word shared with the rest of the sentence or the
+    question. A claim held on condition of its own truth is a supposition, not a claim; a
+    condition on the subject ("the dose is 5 mg, if the patient weighs over 50 kg", "X
+    helps, unless the infection is viral" where the question is about infections) is left to
+    the claim it qualifies. Else ""."""
+    if _CONDITION_ANYWHERE.search(text) is None:  # the common case, cheaply
+        return ""
+    segments = [g for g in _SEGMENT.split(text) if g and g.strip(" .!?…\"'”’")]
+    for k in range(1, len(segments)):
+        segment = segments[k].strip(" .!?…\"'”’")
+        if _CONDITION.match(segment) is None or len(segment.split()) < 2:
+            continue
+        words = content_words(segment)
+        if not words or re.search(r"\d", segment) or re.search(r"(?<!^)\b[A-Z][a-z]", segment):
+            continue
+        rest = set(topic)
+        for j, other in enumerate(segments):
+            if j != k:
+                rest |= content_words(other)
+        if rest and not words & rest:
+            return segment
+    return ""
+
+
 def _instruction(text: str) -> str:
     """The instruction to the writer that `text` opens with, else ""."""
     if (m := _INSTRUCTED.match(text)) is not None:
@@ -645,6 +680,11 @@ _HEDGE = _words(
     r"(?:\w+\s+)?(?:that|as\s+(?:if|though))",
     r"looks?\s+as\s+(?:if|though)",
     r"(?:seems?|appears?)\s+to\s+me",
+    # a raising evidential: the claim offered as how things look ("A appears to have been
+    # B", "A would seem to date from C"), not in a relative clause about something seen
+    # ("emails that appear to be from a bank" describe the emails)
+    r"(?<!\bthat\s)(?<!\bwhich\s)(?<!\bwho\s)(?:seems?|seemed|appears?|appeared)\s+to\s+"
+    r"(?!me\b|us\b|him\b|her\b|them\b|you\b)[a-z]+",
     # a discovery to come ("it will turn out that A", "may prove"): irrealis, not a claim
     r"(?:will|may|might|could|would|shall)\s+(?:\w+\s+)?(?:turn\s+out|prove|transpire|"
     r"be\s+(?:shown|found|proven|proved|confirmed|established|revealed|discovered))",
@@ -1059,6 +1099,8 @@ def cue_kind(
         return framed
     if qualifier := _qualified(stripped):
         return "hedge", f"qualified by the author's own knowledge ({qualifier!r})"
+    if condition := _self_condition(stripped, topic):
+        return "suppose", f"held on a condition that says nothing of it ({condition!r})"
     return None
 
 
