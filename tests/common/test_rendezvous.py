@@ -205,6 +205,51 @@ async def test_the_group_is_scored_without_the_leading_requests_deadline(
     await rv.aclose()
 
 
+class JoinAnswerDelayed:
+    """The real store, with the first join's answer held back after the store ran it: a
+    caller cancelled then (its deadline, a closed connection) never hears the answer."""
+
+    def __init__(self, inner: RendezvousStore) -> None:
+        self.inner = inner
+        self.answered = asyncio.Event()
+        self.ran = asyncio.Event()
+        self.held = True
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def join(self, group: str, **kwargs: object) -> object:
+        out = await self.inner.join(group, **kwargs)  # type: ignore[arg-type]
+        if self.held:
+            self.held = False
+            self.ran.set()
+            await self.answered.wait()
+        return out
+
+
+async def test_a_leader_cancelled_while_its_join_is_answered_still_leads(
+    store: RendezvousStore,
+) -> None:
+    """The join that opened the instance ran in the store, and its caller was cancelled
+    before the answer came back: the instance is led all the same (its lease names an owner
+    of this live replica, so no other watch would take it over), and the other member gets
+    its result without waiting for the group's window."""
+    delayed = JoinAnswerDelayed(store)
+    rv = Rendezvous(delayed, retention_s=RETENTION_S, wait_s=10.0, lease_s=5.0)  # type: ignore[arg-type]
+    judge = Judge()
+    lead = asyncio.create_task(rv.gather("g", entries("a"), expected=2, window_s=30, score=judge))
+    await asyncio.wait_for(delayed.ran.wait(), 5)
+    lead.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await lead
+    delayed.answered.set()
+    follower = await asyncio.wait_for(
+        rv.gather("g", entries("b"), expected=2, window_s=30, score=judge), 10
+    )
+    assert follower == ["b/2/2"] and len(judge.batches) == 1
+    await rv.aclose()
+
+
 def redis_commands() -> float:
     """Commands the rendezvous' clients have sent to Redis in this process."""
     return float(REDIS_COMMANDS.labels("rendezvous")._value.get())

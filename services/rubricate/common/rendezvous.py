@@ -181,6 +181,13 @@ class RendezvousDraining(RendezvousError):
 # ---------------------------------------------------------------- signals
 
 
+def _retrieve(task: "asyncio.Task[Any]") -> None:
+    """Read a finished task's outcome (a join whose caller was cancelled: its error is the
+    caller's, who is gone; nothing else would read it)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class Signals:
     """Wake-ups of one replica by instance: a count per instance, and the tasks waiting for it
     to grow. Counts are remembered for `SIGNAL_MEMORY_S`, so a task that looks after the
@@ -1038,7 +1045,7 @@ class Rendezvous:
         self._claims_from = float("-inf")
         """No lease is claimed before this (`time.monotonic()`): after an outage, live
         replicas get a whole lease to renew the liveness that lapsed meanwhile."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._errors: dict[tuple[str, str], BaseException] = {}
         self._watches: dict[tuple[str, str], _Watch] = {}
         self._leading: set[tuple[str, str]] = set()
@@ -1165,20 +1172,38 @@ class Rendezvous:
                     ttl_s=window_s + self._ttl_s,
                 )
 
-            try:
-                joined = await self._store_call("join", join, for_s=self._hold_s())
-            except (RedisError, OSError):
-                # the join may have run and its answer been lost: if it opened `instance`,
-                # its lease names `owner` and nobody leads it; give it up once the store
-                # answers, so that a watch takes it over
-                self._resign_later(group, instance, owner, for_s=window_s + self._ttl_s)
-                raise
+            async def join_and_lead(
+                join: Callable[[], Awaitable[Joined]] = join,
+                instance: str = instance,
+                owner: str = owner,
+                hold_s: float = self._hold_s(),
+            ) -> Joined:
+                try:
+                    joined = await self._store_call("join", join, for_s=hold_s)
+                except (RedisError, OSError):
+                    # the join may have run and its answer been lost: if it opened
+                    # `instance`, its lease names `owner` and nobody leads it; give it up
+                    # once the store answers, so that a watch takes it over
+                    self._resign_later(group, instance, owner, for_s=window_s + self._ttl_s)
+                    raise
+                # a join tried again after its answer was lost finds its entries in the
+                # instance it opened itself (ids are random): it leads that instance all the
+                # same
+                if joined.leader or any(ref.instance == instance for ref in joined.refs):
+                    self._lead(group, instance, owner=owner, window_s=window_s, score=score)
+                return joined
+
+            # the join and the start of its lead run to their end even when the caller is
+            # cancelled meanwhile (its deadline, a closed connection): an instance opened in
+            # the store is always led, since its lease names an owner of this live replica
+            # and no other watch would take it over
+            task = asyncio.create_task(join_and_lead(), name=f"rendezvous-join-{instance}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(_retrieve)
+            joined = await asyncio.shield(task)
             if not joined.refs:
                 raise RendezvousError(f"group {group[:16]} took none of {len(entries)} entries")
-            # a join tried again after its answer was lost finds its entries in the instance
-            # it opened itself (ids are random): it leads that instance all the same
-            if joined.leader or any(ref.instance == instance for ref in joined.refs):
-                self._lead(group, instance, owner=owner, window_s=window_s, score=score)
             refs.extend(joined.refs)
         return refs
 
