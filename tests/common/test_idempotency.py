@@ -386,6 +386,40 @@ async def test_a_claim_whose_answer_was_lost_runs_the_request() -> None:
     assert counter.runs == 1
 
 
+class HeldClaimStore(MemoryIdempotencyStore):
+    """The first claim is applied, then its answer is held back until `answered` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ran = asyncio.Event()
+        self.answered = asyncio.Event()
+
+    async def claim(self, key: str, marker: str, *, lease_s: float) -> str | None:
+        out = await super().claim(key, marker, lease_s=lease_s)
+        if not self.ran.is_set() and not key.startswith("live:"):
+            self.ran.set()
+            await self.answered.wait()
+        return out
+
+
+async def test_a_request_cancelled_while_its_claim_is_answered_gives_the_key_back() -> None:
+    """The claim ran and its caller was cancelled before the answer came (its deadline, a
+    closed connection): the key it holds is given back, so the retry runs at once instead
+    of waiting on a pending entry of this live replica until it expires."""
+    counter, store = Counter(), HeldClaimStore()
+    headers = key()
+    async with make_app_client(store, counter, wait_s=10.0) as c:
+        first = asyncio.create_task(c.post("/v1/apply", json={"n": 12}, headers=headers))
+        await asyncio.wait_for(store.ran.wait(), 2)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        store.answered.set()
+        retry = await asyncio.wait_for(c.post("/v1/apply", json={"n": 12}, headers=headers), 3.0)
+    assert retry.status_code == 200, retry.text
+    assert counter.runs == 1
+
+
 async def test_a_store_failing_after_the_response_never_escapes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

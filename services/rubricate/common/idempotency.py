@@ -352,6 +352,8 @@ class IdempotencyMiddleware:
         the result to keep (None: release) and until when to try again."""
         self._liveness: asyncio.Task[None] | None = None
         self._next_renewal = 0.0
+        self._orphans: set[asyncio.Future[None]] = set()
+        """Releases of keys claimed for callers that were cancelled meanwhile (`_give_back`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -490,9 +492,30 @@ class IdempotencyMiddleware:
 
     async def _claim_held(self, key: str, marker: str) -> str | None:
         """The claim, held through an outage. A claim tried again after its answer was lost
-        (the SET ran, the connection dropped) finds its own marker: it holds the key."""
-        existing = await _held("claim", lambda: self._claim(key, marker), for_s=self.outage_s)
+        (the SET ran, the connection dropped) finds its own marker: it holds the key. A
+        caller cancelled while its claim runs (its deadline, a closed connection) leaves
+        the claim to finish and gives the key back if it got it: a pending entry of this
+        live replica would keep every retry of the key waiting until it expired."""
+        claim = asyncio.ensure_future(
+            _held("claim", lambda: self._claim(key, marker), for_s=self.outage_s)
+        )
+        try:
+            existing = await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            claim.add_done_callback(lambda done: self._give_back(done, key, marker))
+            raise
         return None if existing == marker else existing
+
+    def _give_back(self, claim: "asyncio.Future[str | None]", key: str, marker: str) -> None:
+        """Release `key` once `claim` (whose caller is gone) turns out to have taken it."""
+        if claim.cancelled() or claim.exception() is not None:
+            return
+        if claim.result() not in (None, marker):  # another request's entry: not ours
+            return
+        release = asyncio.ensure_future(self._release_held(key, marker))
+        self._orphans.add(release)
+        release.add_done_callback(self._orphans.discard)
+        release.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     async def _release_held(self, key: str, marker: str) -> None:
         await _held("release", lambda: self.store.release(key, marker), for_s=self.outage_s)
@@ -602,8 +625,8 @@ class IdempotencyMiddleware:
                 chunks.append(message.get("body", b""))
             await send(message)
 
-        await self._start_running(key, marker)
         try:
+            await self._start_running(key, marker)  # a cancel here gives the key back too
             await self.app(scope, replay_receive, capture)
         except BaseException:
             if not await self._settle("release", self.store.release(key, marker), key):
