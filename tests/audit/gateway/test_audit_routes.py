@@ -8,7 +8,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from rubricate.common.tenancy import TENANT_HEADER
 from rubricate.common.upstream import ServiceClient
 from rubricate.miner import tasks
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
+from rubricate.stagewise.verifier.service import UNREAD
 from rubricate.testing.fake_judge import FakeJudgeBackend
 from rubricate_client.schemas.stagewise import StagewiseScoreRequest, StagewiseScoreResponse
 from tests.audit.planted import judge
@@ -38,9 +39,14 @@ class GatedJudge:
         self.inner = judge(gamed=False)
         self.gate = threading.Event()
 
-    async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
+    async def read_answers(self, requests: Sequence[StageScoresRequest]) -> Sequence[Any]:
+        return await self.inner.read_answers(requests)
+
+    async def stage_scores(
+        self, request: StageScoresRequest, *, read: Any = UNREAD
+    ) -> StageScoresResponse:
         await asyncio.to_thread(self.gate.wait)
-        return await self.inner.stage_scores(request)
+        return await self.inner.stage_scores(request, read=read)
 
 
 @pytest.fixture

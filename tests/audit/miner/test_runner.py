@@ -3,7 +3,9 @@ scoring code): sampling, comparison, failure, retention, signals of a gamed and 
 honest run."""
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
@@ -17,7 +19,7 @@ from rubricate.audit.settings import AuditSettings
 from rubricate.db.base import utcnow
 from rubricate.llm.limiter import current_lane
 from rubricate.stagewise.verifier.schemas import StageScoresRequest, StageScoresResponse
-from rubricate.stagewise.verifier.service import StageScoringService
+from rubricate.stagewise.verifier.service import UNREAD, StageScoringService
 from rubricate_client.schemas.audit import AuditSignals, AuditTenantSettings
 from tests.audit.planted import ADDRESSING, PHRASE, QUALITY, judge, policy_texts, scored_group
 
@@ -262,9 +264,15 @@ class LaneRecordingJudge:
         self.inner = inner
         self.lanes: list[str] = []
 
-    async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
+    async def read_answers(self, requests: Sequence[StageScoresRequest]) -> Sequence[Any]:
         self.lanes.append(current_lane())
-        return await self.inner.stage_scores(request)
+        return await self.inner.read_answers(requests)
+
+    async def stage_scores(
+        self, request: StageScoresRequest, *, read: Any = UNREAD
+    ) -> StageScoresResponse:
+        self.lanes.append(current_lane())
+        return await self.inner.stage_scores(request, read=read)
 
 
 async def test_the_reference_judges_calls_go_in_the_background_lane() -> None:
@@ -299,3 +307,55 @@ def test_the_flagged_requests_of_other_judge_kinds_reach_the_gauge(
     assert gauge("nugget") - before["nugget"] == 3
     assert gauge("step") - before["step"] == 1
     assert gauge("rank") == before["rank"]
+
+
+class ReadingRecordingJudge:
+    """A FAKE reference judge: the planted one, noting how the answers were read."""
+
+    def __init__(self, inner: StageScoringService) -> None:
+        self.inner = inner
+        self.read_passes: list[int] = []
+        self.reads: list[Any] = []
+        self.given: list[Any] = []
+
+    async def read_answers(self, requests: Sequence[StageScoresRequest]) -> Sequence[Any]:
+        self.read_passes.append(len(requests))
+        self.given = list(await self.inner.read_answers(requests))
+        return self.given
+
+    async def stage_scores(
+        self, request: StageScoresRequest, *, read: Any = UNREAD
+    ) -> StageScoresResponse:
+        self.reads.append(read)
+        return await self.inner.stage_scores(request, read=read)
+
+
+async def test_the_reference_judge_reads_a_groups_answers_in_one_pass() -> None:
+    """As the live verifier reads a group (one reading call, not one per trajectory), and
+    each rollout is scored with its own reading; the judgments are those of reading each
+    answer alone."""
+    submission = await group(judge(gamed=False), step=0)
+    recording = ReadingRecordingJudge(judge(gamed=False))
+    judged = await judge_group(recording, submission, concurrency=2)
+    assert recording.read_passes == [len(submission.rollouts)]
+    assert len(recording.reads) == len(submission.rollouts)
+    assert all(any(r is g for g in recording.given) for r in recording.reads)
+    assert all(r is not UNREAD for r in recording.reads)
+    alone = await judge_group(EachReadsItsOwn(judge(gamed=False)), submission, concurrency=2)
+    assert judged == alone
+
+
+class EachReadsItsOwn:
+    """A FAKE reference judge: the planted one, every trajectory reading its own answer."""
+
+    def __init__(self, inner: StageScoringService) -> None:
+        self.inner = inner
+
+    async def read_answers(self, requests: Sequence[StageScoresRequest]) -> Sequence[Any]:
+        return [UNREAD] * len(requests)
+
+    async def stage_scores(
+        self, request: StageScoresRequest, *, read: Any = UNREAD
+    ) -> StageScoresResponse:
+        assert read is UNREAD
+        return await self.inner.stage_scores(request)

@@ -9,8 +9,9 @@ agreement); the job goes on with the next and ends `succeeded` with every group'
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rubricate.audit.miner.repository import AuditRecord, AuditRepository
 from rubricate.audit.miner.runner import (
@@ -35,7 +36,14 @@ class VerifierJudge:
     def __init__(self, client: ServiceClient) -> None:
         self.client = client
 
-    async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse:
+    async def read_answers(self, requests: Sequence[StageScoresRequest]) -> Sequence[Any]:
+        """Nothing is read here: the verifier reads each answer it scores."""
+        return [None] * len(requests)
+
+    async def stage_scores(
+        self, request: StageScoresRequest, *, read: Any = None
+    ) -> StageScoresResponse:
+        """`read` is ignored (the verifier reads the answer itself)."""
         return await self.client.call(STAGE_SCORES, request)
 
 

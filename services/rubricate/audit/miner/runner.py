@@ -36,9 +36,16 @@ T = TypeVar("T")
 
 class ReferenceJudge(Protocol):
     """What the audit needs of a judge: the verifier's stagewise scoring task
-    (`rubricate.stagewise.verifier.service.StageScoringService` on the reference backend)."""
+    (`rubricate.stagewise.verifier.service.StageScoringService` on the reference backend):
+    a group's answers read in one pass, then each trajectory scored with its reading."""
 
-    async def stage_scores(self, request: StageScoresRequest) -> StageScoresResponse: ...
+    async def read_answers(self, requests: Sequence[StageScoresRequest]) -> Sequence[Any]:
+        """One reading per request, handed back to `stage_scores` as `read` (opaque here)."""
+        ...
+
+    async def stage_scores(
+        self, request: StageScoresRequest, *, read: Any = ...
+    ) -> StageScoresResponse: ...
 
 
 @dataclass
@@ -123,28 +130,44 @@ async def judge_group(
 ) -> dict[str, list[Judgment]]:
     """Score every rollout the live judge scored. Without `rubrics`: on exactly the rubrics
     the live judge scored it on; with them (a replay on the current buffer): on those of
-    them whose stage the rollout has. Any failure raises `ReferenceFailed`."""
+    them whose stage the rollout has. The group's answers are read in one pass first (as
+    the live verifier reads a group), then each rollout is scored with its reading. Any
+    failure raises `ReferenceFailed`."""
     gate = asyncio.Semaphore(concurrency)
     by_id = {r.id: r for r in submission.rubrics}
-
-    async def one(rollout: AuditRollout) -> tuple[str, list[Judgment]]:
+    requests: dict[str, StageScoresRequest] = {}
+    for rollout in submission.rollouts:
         if rubrics is None:
             judged = _judged_rubrics(rollout, by_id)
         elif rollout.scores is None or not rollout.judgments:
             judged = []
         else:
             judged = [r for r in rubrics if rollout.spans.get(r.stage) is not None]
-        if not judged:
+        if judged:
+            requests[rollout.id] = StageScoresRequest(
+                question=submission.question,
+                stages={s: rollout.stage_text(s) for s in STAGES},
+                rubrics=judged,
+            )
+    if not requests:
+        return {rollout.id: [] for rollout in submission.rollouts}
+    try:
+        with background_work():  # live scoring on a shared model goes first
+            readings = await judge.read_answers(list(requests.values()))
+    except Exception as exc:  # any failure of the judge fails the audit, never agrees
+        raise ReferenceFailed(
+            f"the judge failed reading the answers: {type(exc).__name__}: {exc}"
+        ) from exc
+    read = dict(zip(requests, readings, strict=True))
+
+    async def one(rollout: AuditRollout) -> tuple[str, list[Judgment]]:
+        request = requests.get(rollout.id)
+        if request is None:
             return rollout.id, []
-        request = StageScoresRequest(
-            question=submission.question,
-            stages={s: rollout.stage_text(s) for s in STAGES},
-            rubrics=judged,
-        )
         async with gate:
             try:
-                with background_work():  # live scoring on a shared model goes first
-                    out = await judge.stage_scores(request)
+                with background_work():
+                    out = await judge.stage_scores(request, read=read[rollout.id])
             except Exception as exc:  # any failure of the judge fails the audit, never agrees
                 raise ReferenceFailed(
                     f"the judge failed on rollout {rollout.id!r}: {type(exc).__name__}: {exc}"

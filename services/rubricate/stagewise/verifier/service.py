@@ -61,6 +61,9 @@ class _Unread:
 
 
 UNREAD: Final = _Unread()
+AnswerReading = UnitReading | _Unread | None
+"""An answer read before scoring (`StageScoringService.read_answers`): its units, None where
+none is read, `UNREAD` where `stage_scores` is to read it itself."""
 
 
 class StageScoringService(TaskService):
@@ -73,7 +76,7 @@ class StageScoringService(TaskService):
         self.gate = RequestGate(llm, backend.name)
 
     async def stage_scores(
-        self, request: StageScoresRequest, *, read: UnitReading | _Unread | None = UNREAD
+        self, request: StageScoresRequest, *, read: AnswerReading = UNREAD
     ) -> StageScoresResponse:
         """The request's rubrics judged on its trajectory. The answer stage is read as
         assertion units first (`llm.assertions`): the judge sees it as units, a met answer
@@ -148,14 +151,23 @@ class StageScoringService(TaskService):
             return None
         return await self.units.read(answer, question=request.question, usage=usage)
 
+    async def read_answers(self, requests: Sequence[StageScoresRequest]) -> list[AnswerReading]:
+        """The answers of a group's trajectories read in one pass, for `stage_scores(read=)`
+        (the audit's reference judge reads a group as the live one does, not one call per
+        trajectory); when that pass fails, each trajectory reads its own."""
+        try:
+            return await self._group_answer_units(requests, Usage())
+        except LLMError:
+            return [UNREAD] * len(requests)
+
     async def _group_answer_units(
         self, requests: Sequence[StageScoresRequest], usage: Usage
-    ) -> list[UnitReading | _Unread | None]:
+    ) -> list[AnswerReading]:
         """The answers of a group's trajectories read in one pass (`UnitReader.read_many`:
         one model call for the group, not one per trajectory); None where none is read."""
         answers = [self._answer_to_read(r) for r in requests]
         wanted = [k for k, answer in enumerate(answers) if answer is not None]
-        out: list[UnitReading | _Unread | None] = [None] * len(requests)
+        out: list[AnswerReading] = [None] * len(requests)
         if wanted:
             texts = [answers[k] or "" for k in wanted]
             read = await self.units.read_many(texts, question=requests[0].question, usage=usage)
