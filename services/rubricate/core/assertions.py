@@ -544,10 +544,11 @@ def _frame_cue(text: str) -> tuple[UnitKind, str] | None:
 
 
 _CONDITION = re.compile(r"^(?:unless|if|assuming|provided|pending|barring|subject\s+to)\b", re.I)
+"""A trailing condition's subordinator or preposition ("A, unless B", "A, subject to B")."""
 _CONDITION_ANYWHERE = re.compile(
     r"[,;(–—-]\s*(?:unless|if|assuming|provided|pending|barring|subject\s+to)\b", re.I
 )
-"""A trailing condition's subordinator or preposition ("A, unless B", "A, subject to B")."""
+"""The same after a segment break: whether `_self_condition` needs to look at all."""
 
 
 def _self_condition(text: str, topic: frozenset[str]) -> str:
