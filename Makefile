@@ -197,6 +197,7 @@ bench: setup  ## measured performance; prints figures (real-model parts: about a
 	$(BIN)/python benchmarks/bank.py --sizes 10000
 	$(BIN)/python benchmarks/transports.py
 	$(BIN)/python benchmarks/audit.py
+	$(BIN)/python benchmarks/audit_signals.py
 	$(BIN)/python benchmarks/rl_step.py --sizes 256,1024,4096 --patterns group,openrlhf,verl,trl,replicas
 
 bench-fast: setup  ## the benchmarks' figures that need no real model (fake judges), a few minutes
@@ -207,6 +208,7 @@ bench-fast: setup  ## the benchmarks' figures that need no real model (fake judg
 	$(BIN)/python benchmarks/bank.py --sizes 10000
 	$(BIN)/python benchmarks/transports.py
 	$(BIN)/python benchmarks/audit.py
+	$(BIN)/python benchmarks/audit_signals.py --steps 10 --groups 64
 	$(BIN)/python benchmarks/rl_step.py --sizes 256 --patterns group,openrlhf
 
 demo-corpus: setup  ## fetch the mining demo corpus (Debian python3.11-doc) and print its folder
