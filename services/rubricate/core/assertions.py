@@ -543,12 +543,11 @@ def _frame_cue(text: str) -> tuple[UnitKind, str] | None:
     return "hedge", f"a frame that does not assert its clause ({m.group(0).strip()!r})"
 
 
-_CONDITION = re.compile(r"^(?:unless|if|assuming|provided|pending|barring|subject\s+to)\b", re.I)
+_CONDITION_WORD: Final = r"(?:unless|if|assuming|provided|pending|barring|subject\s+to)\b"
 """A trailing condition's subordinator or preposition ("A, unless B", "A, subject to B")."""
-_CONDITION_ANYWHERE = re.compile(
-    r"[,;(–—-]\s*(?:unless|if|assuming|provided|pending|barring|subject\s+to)\b", re.I
-)
-"""The same after a segment break: whether `_self_condition` needs to look at all."""
+_CONDITION = re.compile("^" + _CONDITION_WORD, re.I)
+_CONDITION_ANYWHERE = re.compile(r"[,;(–—-]\s*" + _CONDITION_WORD, re.I)
+"""One after a segment break: whether `_self_condition` needs to look at all."""
 
 
 def _self_condition(text: str, topic: frozenset[str]) -> str:
@@ -567,7 +566,7 @@ def _self_condition(text: str, topic: frozenset[str]) -> str:
         if _CONDITION.match(segment) is None or len(segment.split()) < 2:
             continue
         words = content_words(segment)
-        if not words or re.search(r"\d", segment) or re.search(r"(?<!^)\b[A-Z][a-z]", segment):
+        if not words or _NAME_OR_NUMBER.search(segment):
             continue
         rest = set(topic)
         for j, other in enumerate(segments):
