@@ -46,13 +46,14 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from fastapi import Request
 from prometheus_client import Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rubricate.common.auth import scope_tenant
+from rubricate.common.detached import detached
 from rubricate.common.errors import error_json
 from rubricate.common.metrics import IDEMPOTENT_REPLAYS
 from rubricate.common.redis_client import CancellableRedis, redis_client
@@ -352,8 +353,9 @@ class IdempotencyMiddleware:
         the result to keep (None: release) and until when to try again."""
         self._liveness: asyncio.Task[None] | None = None
         self._next_renewal = 0.0
-        self._orphans: set[asyncio.Future[None]] = set()
-        """Releases of keys claimed for callers that were cancelled meanwhile (`_give_back`)."""
+        self._detached: set[asyncio.Task[Any]] = set()
+        """Claims whose callers may be cancelled, and the releases of keys claimed for callers
+        that were (`_give_back`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
@@ -496,8 +498,9 @@ class IdempotencyMiddleware:
         caller cancelled while its claim runs (its deadline, a closed connection) leaves
         the claim to finish and gives the key back if it got it: a pending entry of this
         live replica would keep every retry of the key waiting until it expired."""
-        claim = asyncio.ensure_future(
-            _held("claim", lambda: self._claim(key, marker), for_s=self.outage_s)
+        claim = detached(
+            _held("claim", lambda: self._claim(key, marker), for_s=self.outage_s),
+            self._detached,
         )
         try:
             existing = await asyncio.shield(claim)
@@ -506,16 +509,13 @@ class IdempotencyMiddleware:
             raise
         return None if existing == marker else existing
 
-    def _give_back(self, claim: "asyncio.Future[str | None]", key: str, marker: str) -> None:
+    def _give_back(self, claim: "asyncio.Task[str | None]", key: str, marker: str) -> None:
         """Release `key` once `claim` (whose caller is gone) turns out to have taken it."""
         if claim.cancelled() or claim.exception() is not None:
             return
         if claim.result() not in (None, marker):  # another request's entry: not ours
             return
-        release = asyncio.ensure_future(self._release_held(key, marker))
-        self._orphans.add(release)
-        release.add_done_callback(self._orphans.discard)
-        release.add_done_callback(lambda done: done.cancelled() or done.exception())
+        detached(self._release_held(key, marker), self._detached)
 
     async def _release_held(self, key: str, marker: str) -> None:
         await _held("release", lambda: self.store.release(key, marker), for_s=self.outage_s)

@@ -16,12 +16,12 @@ pool.
 """
 
 import asyncio
-import contextlib
 from typing import Any, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 
+from rubricate.common.detached import detached
 from rubricate.common.metrics import REDIS_COMMANDS
 
 CLOSE_GRACE_S = 2.0
@@ -45,18 +45,9 @@ class CancellableRedis(aioredis.Redis):
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         self._counted.inc()
         command = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-        call = asyncio.ensure_future(command)
-        self._running.add(call)
-        call.add_done_callback(self._settled)
-        return await asyncio.shield(call)
-
-    def _settled(self, call: "asyncio.Future[Any]") -> None:
-        self._running.discard(call)
-        if not call.cancelled():
-            # a command whose caller was cancelled: nobody reads its error (the next
-            # command sees the same failure)
-            with contextlib.suppress(BaseException):
-                call.exception()
+        # a command whose caller was cancelled runs on; nobody reads its error (the next
+        # command sees the same failure)
+        return await asyncio.shield(detached(command, self._running))
 
     async def aclose(self, close_connection_pool: bool | None = None) -> None:
         if self._running:

@@ -69,6 +69,7 @@ from typing import Any, Final, TypeVar
 from redis.exceptions import RedisError
 
 from rubricate.common.deadlines import deadline_scope, time_left
+from rubricate.common.detached import detached
 from rubricate.common.metrics import GROUP_WAITERS
 from rubricate.common.redis_client import CancellableRedis, redis_client
 
@@ -179,13 +180,6 @@ class RendezvousDraining(RendezvousError):
 
 
 # ---------------------------------------------------------------- signals
-
-
-def _retrieve(task: "asyncio.Task[Any]") -> None:
-    """Read a finished task's outcome (a join whose caller was cancelled: its error is the
-    caller's, who is gone; nothing else would read it)."""
-    if not task.cancelled():
-        task.exception()
 
 
 class Signals:
@@ -1197,11 +1191,7 @@ class Rendezvous:
             # cancelled meanwhile (its deadline, a closed connection): an instance opened in
             # the store is always led, since its lease names an owner of this live replica
             # and no other watch would take it over
-            task = asyncio.create_task(join_and_lead(), name=f"rendezvous-join-{instance}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(_retrieve)
-            joined = await asyncio.shield(task)
+            joined = await asyncio.shield(detached(join_and_lead(), self._tasks))
             if not joined.refs:
                 raise RendezvousError(f"group {group[:16]} took none of {len(entries)} entries")
             refs.extend(joined.refs)
