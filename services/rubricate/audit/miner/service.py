@@ -567,11 +567,9 @@ class AuditService:
         stale = [step for step in fingerprints if step not in known]
         for step, group in _by_step(self.repo.step_records(tenant, stale)).items():
             known[step] = step_part(step, group)
-        in_use = parts if parts is not None else {}
-        for step, part in known.items():
-            if step in fingerprints:
-                in_use[(tenant, step)] = (fingerprints[step], part)
-        ordered = [known[step] for step in sorted(known) if step in fingerprints]
+        if parts is not None:
+            parts.update(((tenant, step), (fingerprints[step], p)) for step, p in known.items())
+        ordered = [known[step] for step in sorted(known)]
         return signals_of(ordered, question_id=None, settings=self.settings)
 
 

@@ -151,13 +151,18 @@ class StageScoringService(TaskService):
             return None
         return await self.units.read(answer, question=request.question, usage=usage)
 
-    async def read_answers(self, requests: Sequence[StageScoresRequest]) -> list[AnswerReading]:
+    async def read_answers(
+        self, requests: Sequence[StageScoresRequest], usage: Usage | None = None
+    ) -> list[AnswerReading]:
         """The answers of a group's trajectories read in one pass, for `stage_scores(read=)`
-        (the audit's reference judge reads a group as the live one does, not one call per
-        trajectory); when that pass fails, each trajectory reads its own."""
+        (`group_stage_scores`, and the audit's reference judge, which reads a group as the live
+        one does); when that pass fails, each trajectory reads its own. The pass's usage,
+        failed or not, counts in `usage`."""
+        usage = Usage() if usage is None else usage
         try:
-            return await self._group_answer_units(requests, Usage())
-        except LLMError:
+            return await self._group_answer_units(requests, usage)
+        except LLMError as exc:  # no answer could be read: each trajectory reads its own
+            usage.merge(exc.usage)
             return [UNREAD] * len(requests)
 
     async def _group_answer_units(
@@ -224,11 +229,7 @@ class StageScoringService(TaskService):
             )
             for t in request.trajectories
         ]
-        try:
-            readings = await self._group_answer_units(alone, usage)
-        except LLMError as exc:  # no answer could be read: each trajectory reads its own
-            usage.merge(exc.usage)
-            readings = [UNREAD] * len(alone)
+        readings = await self.read_answers(alone, usage)
 
         async def one(k: int) -> TrajectoryScores:
             try:
