@@ -20,19 +20,18 @@ measures, side by side on the same records:
 
     python benchmarks/audit_signals.py [--steps 50] [--groups 256] [--rollouts 16] [--repeat 5]
 
-Needs PostgreSQL at RUBRICATE_BENCH_POSTGRES (default postgresql://postgres@127.0.0.1:5432).
+Needs PostgreSQL at 127.0.0.1:5432 (a database of its own, created and dropped as
+`rl_step.py` does).
 """
 
 import argparse
-import os
 import statistics
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
-
+import rl_step
 from rubricate.audit.miner.repository import AuditRepository
 from rubricate.audit.miner.schemas import AuditSubmission
 from rubricate.audit.miner.service import (
@@ -45,7 +44,6 @@ from rubricate.db.engine import make_engine
 from rubricate.db.migrate import upgrade_to_head
 
 STAGES = ("plan", "research", "review", "answer")
-SERVER = os.environ.get("RUBRICATE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
 
 
 class NoQueue:
@@ -170,10 +168,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    database = f"bench_audit_signals_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{database}"')
-    url = f"{SERVER}/{database}"
+    database = rl_step.create_database()
+    url = f"postgresql://postgres@127.0.0.1:{rl_step.PG_PORT}/{database}"
     try:
         upgrade_to_head(url)
         settings = AuditSettings()
@@ -226,12 +222,7 @@ def main() -> None:
         print(f"ratio: {full_med / inc_med:.1f}x")
         print("(per rollout: one refresh per step, as at a step every 30 s or so)")
     finally:
-        with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (database,),
-            )
-            conn.execute(f'DROP DATABASE IF EXISTS "{database}"')
+        rl_step.drop_database(database)
 
 
 if __name__ == "__main__":
